@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+
+	"github.com/webhookd/webhookd/internal/sink"
+)
+
+func demoCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run gateway, worker and the demo sink together (creates the database if missing)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("config") {
+				_ = cmd.Flags().Set("config", "webhookd.example.yaml")
+			}
+			cfg, err := configFrom(cmd)
+			if err != nil {
+				return err
+			}
+			log := newLogger(cfg.LogLevel)
+			ctx := cmd.Context()
+			if err := ensureDatabase(ctx, cfg.DatabaseURL, log); err != nil {
+				return err
+			}
+			// Serve the sink wherever the config's destinations point on
+			// this machine.
+			started := map[string]bool{}
+			for _, s := range cfg.Sources {
+				for _, d := range s.Destinations {
+					u, err := url.Parse(d.URL)
+					if err != nil || started[u.Host] {
+						continue
+					}
+					l, err := net.Listen("tcp", u.Host)
+					if err != nil {
+						return fmt.Errorf("error starting the demo sink on %s: %w", u.Host, err)
+					}
+					started[u.Host] = true
+					srv := &http.Server{Handler: sink.New(log.With(slog.String("component", "sink"))), ReadHeaderTimeout: 5 * time.Second}
+					go func() { _ = srv.Serve(l) }()
+					defer srv.Close()
+					log.InfoContext(ctx, "demo sink listening", slog.String("addr", u.Host))
+				}
+			}
+			return run(ctx, cfg, roles{gateway: true, worker: true}, log, nil)
+		},
+	}
+	return cmd
+}
+
+// ensureDatabase creates the database named in databaseURL when it does
+// not exist yet, by connecting to the server's "postgres" database.
+func ensureDatabase(ctx context.Context, databaseURL string, log *slog.Logger) error {
+	conn, err := pgx.Connect(ctx, databaseURL)
+	if err == nil {
+		return conn.Close(ctx)
+	}
+	if !isUndefinedDatabase(err) {
+		return fmt.Errorf("error connecting to postgres: %w", err)
+	}
+	cc, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return fmt.Errorf("error parsing database_url: %w", err)
+	}
+	name := cc.Database
+	cc.Database = "postgres"
+	admin, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return fmt.Errorf("error connecting to create database %q: %w", name, err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("error creating database %q: %w", name, err)
+	}
+	log.InfoContext(ctx, "created database", slog.String("database", name))
+	return nil
+}

@@ -1,0 +1,86 @@
+// Command webhookd is the webhook receiver gateway: it records each
+// delivery once in Postgres and forwards each event exactly once through
+// an Asynq queue. See README.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/webhookd/webhookd/migrations"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := rootCommand().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "webhookd:", err)
+		os.Exit(1)
+	}
+}
+
+func rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "webhookd",
+		Short:         "Webhook receiver gateway: every event recorded once, forwarded exactly once",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringP("config", "f", "webhookd.yaml", "config file (YAML)")
+	root.AddCommand(
+		processCommand("serve", "Run the gateway and the worker in one process", roles{gateway: true, worker: true}),
+		processCommand("gateway", "Run only the gateway (receive, record, hand off)", roles{gateway: true}),
+		processCommand("worker", "Run only the worker (claim, forward, sweep)", roles{worker: true}),
+		migrateCommand(),
+		demoCommand(),
+		sinkCommand(),
+		sendCommand(),
+	)
+	return root
+}
+
+func configFrom(cmd *cobra.Command) (*config, error) {
+	path, _ := cmd.Flags().GetString("config")
+	return loadConfig(path)
+}
+
+func processCommand(name, short string, r roles) *cobra.Command {
+	return &cobra.Command{
+		Use:   name,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := configFrom(cmd)
+			if err != nil {
+				return err
+			}
+			return run(cmd.Context(), cfg, r, newLogger(cfg.LogLevel), nil)
+		},
+	}
+}
+
+func migrateCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply pending database migrations and exit",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := configFrom(cmd)
+			if err != nil {
+				return err
+			}
+			version, err := migrations.Up(cmd.Context(), cfg.DatabaseURL)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "database schema at version %d\n", version)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway"
+	"github.com/webhookd/webhookd/jobs"
+	"github.com/webhookd/webhookd/migrations"
+)
+
+// roles says which parts a process runs.
+type roles struct {
+	gateway bool
+	worker  bool
+}
+
+// newLogger builds the JSON logger every process uses.
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: l}))
+}
+
+// openPool migrates the database and opens a pool sized for the roles.
+func openPool(ctx context.Context, cfg *config, log *slog.Logger, maxConns int32) (*pgxpool.Pool, error) {
+	version, err := migrations.Up(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	log.InfoContext(ctx, "database schema is current", slog.Uint64("version", uint64(version)))
+	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("error parsing database_url: %w", err)
+	}
+	pc.MaxConns = maxConns
+	pc.ConnConfig.ConnectTimeout = 3 * time.Second
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("error opening database pool: %w", err)
+	}
+	return pool, nil
+}
+
+// openRedis connects the go-redis client Asynq shares.
+func openRedis(cfg *config) (*redis.Client, error) {
+	opts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("error parsing redis_url: %w", err)
+	}
+	opts.PoolSize = 64
+	return redis.NewClient(opts), nil
+}
+
+// run runs a webhookd process until ctx ends, then shuts down in reverse
+// order of dependency.
+func run(ctx context.Context, cfg *config, r roles, log *slog.Logger, ready func(addr net.Addr)) error {
+	pool, err := openPool(ctx, cfg, log, 24)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	store := dedupe.New(pool)
+
+	rdb, err := openRedis(cfg)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	client := asynq.NewClientFromRedisClient(rdb)
+	routes := cfg.routes()
+	enqueuer := jobs.NewEnqueuer(client, cfg.Queue, routes)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	jobMetrics := jobs.NewMetrics(reg)
+
+	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBackground()
+	var background sync.WaitGroup
+
+	gwCfg := gateway.Config{
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Registry:     reg,
+		Logger:       log,
+		Readiness: []gateway.Check{
+			{Name: "postgres", Func: store.Ping},
+			{Name: "redis", Func: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+		},
+	}
+	var (
+		batcher *dedupe.Batcher
+		relay   *jobs.Relay
+	)
+	if r.gateway {
+		sources, err := cfg.gatewaySources()
+		if err != nil {
+			return err
+		}
+		for name, s := range sources {
+			if s.Scheme == "none" {
+				log.WarnContext(ctx, "SOURCE ACCEPTS UNSIGNED WEBHOOKS: anyone who can reach it can inject events", slog.String("source", name))
+			}
+		}
+		gwCfg.Sources = sources
+		batcher = dedupe.NewBatcher(pool, dedupe.BatcherConfig{})
+		relay = jobs.NewRelay(store, enqueuer, jobs.RelayConfig{
+			Interval: cfg.Worker.RelayEvery.std(),
+			MinAge:   cfg.Worker.RelayMinAge.std(),
+			Logger:   log,
+			Metrics:  jobMetrics,
+		})
+		background.Add(1)
+		go func() { defer background.Done(); relay.Run(bg) }()
+	}
+
+	var (
+		worker *jobs.Server
+	)
+	if r.worker {
+		handler := jobs.NewHandler(store, jobs.HandlerConfig{
+			Routes:      routes,
+			Lease:       cfg.Lease.std(),
+			Backoff:     jobs.Backoff{Base: cfg.Worker.RetryBase.std(), Max: cfg.Worker.RetryMax.std()},
+			DefaultHold: cfg.Worker.DefaultHold.std(),
+			Logger:      log,
+			Metrics:     jobMetrics,
+		})
+		worker = jobs.NewServer(rdb, handler, jobs.ServerConfig{
+			Queue:           cfg.Queue,
+			Concurrency:     cfg.Worker.Concurrency,
+			ShutdownTimeout: cfg.Worker.ShutdownWait.std(),
+			Backoff:         jobs.Backoff{Base: cfg.Worker.RetryBase.std(), Max: cfg.Worker.RetryMax.std()},
+			Logger:          log,
+		})
+		if err := worker.Start(); err != nil {
+			return err
+		}
+		sweeper := jobs.NewSweeper(store, enqueuer, jobs.SweeperConfig{
+			Interval: cfg.Worker.SweepEvery.std(),
+			Logger:   log,
+			Metrics:  jobMetrics,
+		})
+		background.Add(1)
+		go func() { defer background.Done(); sweeper.Run(bg) }()
+	}
+
+	var rec interface {
+		Record(context.Context, dedupe.Event) (dedupe.Recorded, error)
+	}
+	if batcher != nil {
+		rec = batcher
+	}
+	var handoff interface{ Notify(string, string) }
+	if relay != nil {
+		handoff = relay
+	}
+	srv := gateway.New(gwCfg, rec, handoff)
+
+	l, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("error listening on %s: %w", cfg.Listen, err)
+	}
+	log.InfoContext(ctx, "webhookd started", slog.String("listen", l.Addr().String()),
+		slog.Bool("gateway", r.gateway), slog.Bool("worker", r.worker), slog.Int("sources", len(cfg.Sources)))
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(l) }()
+	if ready != nil {
+		ready(l.Addr())
+	}
+
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+	}
+	log.InfoContext(ctx, "webhookd shutting down")
+
+	// Stop accepting HTTP and finish in-flight requests.
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if e := srv.Shutdown(shutdownCtx); e != nil && !errors.Is(e, context.Canceled) {
+		log.Warn("http shutdown", slog.String("error", e.Error()))
+	}
+	if batcher != nil {
+		batcher.Close()
+	}
+	// Stop the relay (it hands off what it still holds) and the sweeper.
+	stopBackground()
+	background.Wait()
+	// Let running tasks finish; unfinished ones go back to the queue.
+	if worker != nil {
+		worker.Shutdown()
+	}
+	if e := client.Close(); e != nil && !errors.Is(e, redis.ErrClosed) {
+		log.Debug("closing asynq client", slog.String("error", e.Error()))
+	}
+	log.Info("webhookd stopped")
+	return err
+}
+
+// isUndefinedDatabase reports whether err says the database does not exist.
+func isUndefinedDatabase(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "3D000"
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/webhookd/webhookd/gateway/verify"
+)
+
+func sendCommand() *cobra.Command {
+	var (
+		source, target, id, bodyArg, contentType string
+		n, concurrency                           int
+	)
+	cmd := &cobra.Command{
+		Use:   "send",
+		Short: "Sign a test event as the source's sender would and send it (-n times, -c at once)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := configFrom(cmd)
+			if err != nil {
+				return err
+			}
+			var src *sourceConf
+			for i := range cfg.Sources {
+				if cfg.Sources[i].Name == source || (source == "" && i == 0) {
+					src = &cfg.Sources[i]
+					break
+				}
+			}
+			if src == nil {
+				return fmt.Errorf("no source %q in %s", source, cfg.path)
+			}
+			if id == "" {
+				var b [6]byte
+				_, _ = rand.Read(b[:])
+				id = "evt_" + hex.EncodeToString(b[:])
+			}
+			body := []byte(bodyArg)
+			if strings.HasPrefix(bodyArg, "@") {
+				if body, err = os.ReadFile(bodyArg[1:]); err != nil {
+					return err
+				}
+			}
+			if len(body) == 0 {
+				body = fmt.Appendf(nil, `{"id":%q,"event_id":%q,"type":"demo.created","created":%d,"data":{"object":{"id":"obj_demo","amount":1000}}}`,
+					id, id, time.Now().Unix())
+			}
+			if target == "" {
+				listen := cfg.Listen
+				if strings.HasPrefix(listen, ":") {
+					listen = "127.0.0.1" + listen
+				}
+				target = "http://" + listen
+			}
+			header, rawQuery, err := verify.Sign(src.verifyConfig(), body, time.Now(), id)
+			if err != nil {
+				return fmt.Errorf("error signing: %w", err)
+			}
+			if name, ok := strings.CutPrefix(src.eventIDSpec(), "header:"); ok && header.Get(name) == "" {
+				header.Set(name, id)
+			}
+			header.Set("Content-Type", contentType)
+			url := strings.TrimRight(target, "/") + "/webhooks/" + src.Name
+			if rawQuery != "" {
+				url += "?" + rawQuery
+			}
+
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "sending event %s to %s, %d time(s), %d at once\n", id, url, n, concurrency)
+			var (
+				wg   sync.WaitGroup
+				mu   sync.Mutex
+				sem  = make(chan struct{}, max(concurrency, 1))
+				fail error
+			)
+			for i := 1; i <= n; i++ {
+				wg.Add(1)
+				sem <- struct{}{}
+				go func(i int) {
+					defer wg.Done()
+					defer func() { <-sem }()
+					req, _ := http.NewRequestWithContext(cmd.Context(), http.MethodPost, url, bytes.NewReader(body))
+					req.Header = header.Clone()
+					resp, err := http.DefaultClient.Do(req)
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						fmt.Fprintf(out, "#%d error: %v\n", i, err)
+						fail = err
+						return
+					}
+					defer resp.Body.Close()
+					answer, _ := io.ReadAll(resp.Body)
+					fmt.Fprintf(out, "#%d %d %s\n", i, resp.StatusCode, bytes.TrimSpace(answer))
+				}(i)
+			}
+			wg.Wait()
+			return fail
+		},
+	}
+	cmd.Flags().StringVarP(&source, "source", "s", "", "source name (default: the config's first source)")
+	cmd.Flags().StringVar(&target, "url", "", "gateway base URL (default: from the config's listen)")
+	cmd.Flags().StringVar(&id, "id", "", "event id (default: a new random one, the same for all copies)")
+	cmd.Flags().StringVar(&bodyArg, "body", "", "body, or @file (default: a small JSON event)")
+	cmd.Flags().StringVar(&contentType, "content-type", "application/json", "Content-Type of the body")
+	cmd.Flags().IntVarP(&n, "count", "n", 1, "how many copies to send")
+	cmd.Flags().IntVarP(&concurrency, "concurrency", "c", 1, "how many copies in flight at once")
+	return cmd
+}

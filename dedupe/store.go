@@ -1,0 +1,49 @@
+package dedupe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrNotFound is returned when the event or run asked for does not exist.
+var ErrNotFound = errors.New("not found")
+
+// DB is what dedupe needs to run a statement: a *pgxpool.Pool, a
+// *pgx.Conn or a pgx.Tx all satisfy it, so callers can run dedupe
+// operations inside their own transaction.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Store runs webhookd's statements on a connection pool.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// New returns a Store on pool.
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool}
+}
+
+// Ping reports whether Postgres answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("error pinging postgres: %w", err)
+	}
+	return nil
+}
+
+// translate maps driver errors to this package's errors.
+func translate(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
+}

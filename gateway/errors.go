@@ -1,0 +1,76 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/webhookd/webhookd/gateway/eventid"
+	"github.com/webhookd/webhookd/gateway/verify"
+)
+
+var (
+	// ErrUnknownSource is returned for a webhook to a source that is not
+	// configured (404).
+	ErrUnknownSource = errors.New("unknown source")
+	// ErrBodyTooLarge is returned when the body exceeds max_body_bytes (413).
+	ErrBodyTooLarge = errors.New("body exceeds the size limit")
+	// ErrUnavailable is returned when the event could not be recorded
+	// because Postgres did not answer in time (503: the sender retries).
+	ErrUnavailable = errors.New("storage unavailable, retry later")
+)
+
+// errorBody is every error answer's JSON.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+// statusOf maps an error to its HTTP status and public message.
+func statusOf(err error) (int, string) {
+	var he *echo.HTTPError
+	switch {
+	case errors.Is(err, ErrUnknownSource):
+		return http.StatusNotFound, err.Error()
+	case errors.Is(err, ErrBodyTooLarge):
+		return http.StatusRequestEntityTooLarge, err.Error()
+	case errors.Is(err, verify.ErrMissingSignature),
+		errors.Is(err, verify.ErrMalformedSignature),
+		errors.Is(err, verify.ErrSignatureMismatch),
+		errors.Is(err, verify.ErrTimestampOutsideTolerance):
+		// verify's messages name the failed check and header only.
+		return http.StatusUnauthorized, err.Error()
+	case errors.Is(err, eventid.ErrMissing), errors.Is(err, eventid.ErrUnparseable), errors.Is(err, eventid.ErrInvalid):
+		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, ErrUnavailable.Error()
+	case errors.As(err, &he):
+		msg := http.StatusText(he.Code)
+		if s, ok := he.Message.(string); ok {
+			msg = s
+		}
+		return he.Code, msg
+	}
+	return http.StatusInternalServerError, "internal error"
+}
+
+// errorHandler answers every error as JSON with the mapped status.
+func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		code, msg := statusOf(err)
+		if code == http.StatusInternalServerError {
+			log.ErrorContext(c.Request().Context(), "internal error",
+				slog.String("path", c.Path()), slog.String("error", err.Error()))
+		}
+		if c.Request().Method == http.MethodHead {
+			_ = c.NoContent(code)
+			return
+		}
+		_ = c.JSON(code, errorBody{Error: msg})
+	}
+}

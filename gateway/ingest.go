@@ -1,0 +1,163 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway/verify"
+)
+
+// accepted is the answer to a first delivery.
+type accepted struct {
+	Status  string `json:"status"`
+	Source  string `json:"source"`
+	EventID string `json:"event_id"`
+}
+
+// duplicate is the answer to a repeat delivery.
+type duplicate struct {
+	Status     string `json:"status"`
+	Source     string `json:"source"`
+	EventID    string `json:"event_id"`
+	Deliveries int    `json:"deliveries"`
+	State      string `json:"state"`
+}
+
+// droppedHeaders are not stored with the event: credentials of the hop to
+// webhookd, not of the sender's event.
+var droppedHeaders = map[string]bool{"Authorization": true, "Cookie": true, "Proxy-Authorization": true}
+
+var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// ingest handles POST /webhooks/:source.
+func (s *Server) ingest(c echo.Context) error {
+	start := time.Now()
+	req := c.Request()
+	ctx := req.Context()
+	name := c.Param("source")
+	src, ok := s.cfg.Sources[name]
+	if !ok {
+		s.metrics.observe("unknown", "rejected_unknown_source", time.Since(start))
+		return ErrUnknownSource
+	}
+	log := s.log.With(slog.String("source", name), slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)))
+
+	buf := bodyPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer bodyPool.Put(buf)
+	if err := readBody(buf, req, s.cfg.MaxBodyBytes); err != nil {
+		if !errors.Is(err, ErrBodyTooLarge) {
+			s.metrics.observe(name, "rejected_unreadable", time.Since(start))
+			return echo.NewHTTPError(http.StatusBadRequest, "could not read body")
+		}
+		s.metrics.observe(name, "rejected_too_large", time.Since(start))
+		log.WarnContext(ctx, "webhook rejected", slog.String("reason", "body too large"), slog.Int64("max_body_bytes", s.cfg.MaxBodyBytes))
+		return err
+	}
+	body := buf.Bytes()
+
+	if err := src.Verifier.Verify(verify.Request{Header: req.Header, Body: body, RawQuery: req.URL.RawQuery}, s.cfg.Now()); err != nil {
+		s.metrics.observe(name, "rejected_signature", time.Since(start))
+		log.WarnContext(ctx, "webhook rejected", slog.String("reason", err.Error()), slog.Int("body_bytes", len(body)))
+		return err
+	}
+	if src.Scheme == "slack" {
+		if challenge, ok := verify.SlackChallenge(body); ok {
+			s.metrics.observe(name, "challenge", time.Since(start))
+			log.InfoContext(ctx, "answered slack url_verification challenge")
+			return c.JSON(http.StatusOK, map[string]string{"challenge": challenge})
+		}
+	}
+	id, err := src.EventID.Extract(req.Header, body)
+	if err != nil {
+		s.metrics.observe(name, "rejected_event_id", time.Since(start))
+		log.WarnContext(ctx, "webhook rejected", slog.String("reason", err.Error()), slog.Int("body_bytes", len(body)))
+		return err
+	}
+	log = log.With(slog.String("event_id", id))
+
+	ev := dedupe.Event{
+		Source:      name,
+		ExternalID:  id,
+		ContentType: req.Header.Get(echo.HeaderContentType),
+		Headers:     encodeHeaders(req.Header),
+		Payload:     body,
+	}
+	if src.OrderEntity != nil && src.OrderVersion != nil {
+		entity, errE := src.OrderEntity.Extract(req.Header, body)
+		version, errV := src.OrderVersion.Extract(req.Header, body)
+		if errE == nil && errV == nil {
+			ev.OrderEntity, ev.OrderVersion = entity, version
+		} else {
+			log.WarnContext(ctx, "order fields missing; event is not ordered")
+		}
+	}
+
+	rec, err := s.recorder.Record(ctx, ev)
+	if err != nil {
+		s.metrics.observe(name, "unavailable", time.Since(start))
+		log.ErrorContext(ctx, "could not record event; answering 503", slog.String("error", err.Error()))
+		if errors.Is(err, context.Canceled) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if rec.Pending && s.handoff != nil {
+		// Also for a repeat: a hand-off cut short by a crash or a
+		// cancelled request is retried now instead of at the next scan.
+		s.handoff.Notify(name, id)
+	}
+	if rec.Inserted {
+		s.metrics.observe(name, "accepted", time.Since(start))
+		log.InfoContext(ctx, "event accepted", slog.Int("deliveries", rec.Deliveries), slog.Int("body_bytes", len(body)))
+		return c.JSON(http.StatusAccepted, accepted{Status: "accepted", Source: name, EventID: id})
+	}
+	state := dedupe.EventState(rec.Pending, rec.RunStatuses, src.Destinations)
+	s.metrics.observe(name, "duplicate", time.Since(start))
+	log.InfoContext(ctx, "duplicate delivery", slog.Int("deliveries", rec.Deliveries), slog.String("state", state))
+	return c.JSON(http.StatusOK, duplicate{Status: "duplicate", Source: name, EventID: id, Deliveries: rec.Deliveries, State: state})
+}
+
+// readBody reads the body once, refusing more than limit bytes.
+func readBody(buf *bytes.Buffer, req *http.Request, limit int64) error {
+	if req.ContentLength > limit {
+		return ErrBodyTooLarge
+	}
+	if req.ContentLength > 0 {
+		buf.Grow(int(req.ContentLength))
+	}
+	n, err := buf.ReadFrom(io.LimitReader(req.Body, limit+1))
+	if err != nil {
+		return fmt.Errorf("error reading body: %w", err)
+	}
+	if n > limit {
+		return ErrBodyTooLarge
+	}
+	return nil
+}
+
+// encodeHeaders returns the headers worth storing as a JSON object.
+func encodeHeaders(h http.Header) []byte {
+	keep := make(map[string][]string, len(h))
+	for k, v := range h {
+		if !droppedHeaders[k] {
+			keep[k] = v
+		}
+	}
+	b, err := json.Marshal(keep)
+	if err != nil {
+		return []byte("{}")
+	}
+	return b
+}

@@ -1,0 +1,33 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	received *prometheus.CounterVec
+	ack      *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		received: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhookd_received_total",
+			Help: "Webhook deliveries received, by source and outcome (accepted, duplicate, rejected_<reason>).",
+		}, []string{"source", "outcome"}),
+		ack: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "webhookd_ack_latency_seconds",
+			Help:    "Time from request to answer for webhook deliveries, by source.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}, []string{"source"}),
+	}
+	reg.MustRegister(m.received, m.ack)
+	return m
+}
+
+func (m *metrics) observe(source, outcome string, d time.Duration) {
+	m.received.WithLabelValues(source, outcome).Inc()
+	m.ack.WithLabelValues(source).Observe(d.Seconds())
+}

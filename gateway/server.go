@@ -1,0 +1,180 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway/eventid"
+	"github.com/webhookd/webhookd/gateway/verify"
+)
+
+// Source is one configured sender, ready to receive.
+type Source struct {
+	// Name is the :source path segment.
+	Name string
+	// Scheme is the verify scheme's name (slack answers challenges).
+	Scheme string
+	// Verifier checks signatures.
+	Verifier verify.Verifier
+	// EventID extracts the sender's event id.
+	EventID eventid.Extractor
+	// OrderEntity and OrderVersion, when set, extract the ordering guard's
+	// inputs.
+	OrderEntity, OrderVersion *eventid.Extractor
+	// Destinations is how many destinations the source has (for states).
+	Destinations int
+}
+
+// recorder records a delivery of an event; *dedupe.Batcher satisfies it.
+type recorder interface {
+	Record(ctx context.Context, ev dedupe.Event) (dedupe.Recorded, error)
+}
+
+// handoff takes committed events to the queue; *jobs.Relay satisfies it.
+type handoff interface {
+	Notify(source, eventID string)
+}
+
+// Check is a readiness check: nil when the dependency answers.
+type Check struct {
+	Name string
+	Func func(ctx context.Context) error
+}
+
+// Config configures the Server.
+type Config struct {
+	// Sources are the configured senders, by name. With none, the server
+	// only serves health and metrics (a worker process).
+	Sources map[string]Source
+	// MaxBodyBytes caps a webhook's body. Defaults to 1 MiB.
+	MaxBodyBytes int64
+	// RequestTimeout bounds a webhook request, recording included; past it
+	// the sender gets 503. Defaults to 10s.
+	RequestTimeout time.Duration
+	// Readiness checks answer /readyz.
+	Readiness []Check
+	// Registry gathers /metrics; the gateway's metrics register on it.
+	// Defaults to a new registry.
+	Registry *prometheus.Registry
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Now returns the time for signature tolerance. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// WithDefaults returns a copy of c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 1 << 20
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 10 * time.Second
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Server is the HTTP server.
+type Server struct {
+	echo     *echo.Echo
+	cfg      Config
+	recorder recorder
+	handoff  handoff
+	metrics  *metrics
+	log      *slog.Logger
+}
+
+// New builds the server. rec and h may be nil when cfg has no sources.
+func New(cfg Config, rec recorder, h handoff) *Server {
+	cfg = cfg.WithDefaults()
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = errorHandler(cfg.Logger)
+	s := &Server{
+		echo:     e,
+		cfg:      cfg,
+		recorder: rec,
+		handoff:  h,
+		metrics:  newMetrics(cfg.Registry),
+		log:      cfg.Logger,
+	}
+	e.Use(middleware.Recover())
+	e.Use(middleware.RequestID())
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})))
+	if len(cfg.Sources) > 0 && rec != nil {
+		e.POST("/webhooks/:source", s.ingest, middleware.ContextTimeout(cfg.RequestTimeout))
+	}
+	return s
+}
+
+// Echo returns the underlying Echo instance, for mounting more routes
+// (admin) before Start.
+func (s *Server) Echo() *echo.Echo { return s.echo }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// Serve accepts connections on l until Shutdown.
+func (s *Server) Serve(l net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.echo,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       s.cfg.RequestTimeout + 5*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	s.echo.Server = srv
+	s.echo.Listener = l
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("error serving http: %w", err)
+	}
+	return nil
+}
+
+// Shutdown stops accepting and waits for in-flight requests until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	return s.echo.Shutdown(ctx)
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	status := map[string]string{}
+	code := http.StatusOK
+	for _, chk := range s.cfg.Readiness {
+		if err := chk.Func(ctx); err != nil {
+			status[chk.Name] = "unreachable"
+			code = http.StatusServiceUnavailable
+			continue
+		}
+		status[chk.Name] = "ok"
+	}
+	return c.JSON(code, status)
+}

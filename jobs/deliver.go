@@ -1,0 +1,200 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// resultBodyLimit is how much of a destination's answer is stored.
+const resultBodyLimit = 4 << 10
+
+// maxHold caps a destination's Retry-After.
+const maxHold = time.Hour
+
+// outcomeKind classifies a destination's answer per SPEC's table.
+type outcomeKind int
+
+const (
+	outcomeDone      outcomeKind = iota + 1 // 2xx
+	outcomeHold                             // 429, or 503 with Retry-After
+	outcomeRetry                            // 408, other 5xx, timeout, connection error
+	outcomePermanent                        // other 4xx (and anything else unexpected)
+)
+
+// callResult is what one destination call produced.
+type callResult struct {
+	kind       outcomeKind
+	statusCode int
+	// holdFor is the destination's Retry-After (0 if absent).
+	holdFor  time.Duration
+	result   []byte // JSON stored as the run's result, for outcomeDone
+	err      string // short description for last_error, never the payload
+	duration time.Duration
+}
+
+// storedResult is the JSON shape of job_runs.result.
+type storedResult struct {
+	StatusCode int               `json:"status_code"`
+	Headers    map[string]string `json:"headers,omitempty"`
+	Body       string            `json:"body,omitempty"`
+	BodyBase64 string            `json:"body_base64,omitempty"`
+	Truncated  bool              `json:"truncated,omitempty"`
+	DurationMS float64           `json:"duration_ms"`
+}
+
+// headersOfNote are the answer headers kept in the stored result.
+var headersOfNote = []string{"Content-Type", "Location", "Idempotency-Key", "Idempotent-Replayed", "X-Request-Id", "Request-Id", "Etag"}
+
+// callRequest is one call of a key to a destination.
+type callRequest struct {
+	dest        Destination
+	key         string
+	source      string
+	eventID     string
+	call        int
+	contentType string
+	body        []byte
+	now         time.Time
+}
+
+// callDestination POSTs the event to the destination and classifies the
+// answer. It never returns an error: every failure is an outcome.
+func callDestination(ctx context.Context, client *http.Client, r callRequest) callResult {
+	ctx, cancel := context.WithTimeout(ctx, r.dest.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.dest.URL, bytes.NewReader(r.body))
+	if err != nil {
+		return callResult{kind: outcomePermanent, err: "invalid destination request: " + err.Error()}
+	}
+	if r.contentType != "" {
+		req.Header.Set("Content-Type", r.contentType)
+	}
+	req.Header.Set("User-Agent", "webhookd")
+	req.Header.Set("Idempotency-Key", r.key)
+	req.Header.Set("Webhookd-Source", r.source)
+	req.Header.Set("Webhookd-Event-Id", r.eventID)
+	req.Header.Set("Webhookd-Attempt", strconv.Itoa(r.call))
+	if r.dest.SigningSecret != "" {
+		signStandard(req.Header, r.dest.SigningSecret, r.key, r.now, r.body)
+	}
+
+	start := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		d := time.Since(start)
+		msg := "connection error"
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			msg = "timeout after " + r.dest.Timeout.String()
+		}
+		return callResult{kind: outcomeRetry, err: msg + ": " + redactURL(err, r.dest.URL), duration: d}
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, resultBodyLimit+1))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // let the connection be reused
+	d := time.Since(start)
+	out := callResult{statusCode: resp.StatusCode, duration: d}
+
+	code := resp.StatusCode
+	retryAfter, hasRetryAfter := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	switch {
+	case code >= 200 && code < 300:
+		out.kind = outcomeDone
+		out.result = encodeResult(resp, body, d)
+	case code == http.StatusTooManyRequests || (code == http.StatusServiceUnavailable && hasRetryAfter):
+		out.kind = outcomeHold
+		out.holdFor = retryAfter
+		out.err = fmt.Sprintf("destination asked to wait: HTTP %d", code)
+	case code == http.StatusRequestTimeout || code >= 500:
+		out.kind = outcomeRetry
+		out.err = fmt.Sprintf("destination answered HTTP %d", code)
+	default:
+		out.kind = outcomePermanent
+		out.err = fmt.Sprintf("destination refused: HTTP %d", code)
+	}
+	return out
+}
+
+func encodeResult(resp *http.Response, body []byte, d time.Duration) []byte {
+	res := storedResult{StatusCode: resp.StatusCode, DurationMS: float64(d.Microseconds()) / 1000}
+	if len(body) > resultBodyLimit {
+		body, res.Truncated = body[:resultBodyLimit], true
+	}
+	if utf8.Valid(body) {
+		res.Body = string(body)
+	} else {
+		res.BodyBase64 = base64.StdEncoding.EncodeToString(body)
+	}
+	for _, h := range headersOfNote {
+		if v := resp.Header.Get(h); v != "" {
+			if res.Headers == nil {
+				res.Headers = make(map[string]string)
+			}
+			res.Headers[h] = v
+		}
+	}
+	b, _ := json.Marshal(res)
+	return b
+}
+
+// parseRetryAfter reads delay-seconds or an HTTP date, capped at maxHold.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	var d time.Duration
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		d = time.Duration(min(secs, int64(maxHold/time.Second))) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = max(t.Sub(now), 0)
+	} else {
+		return 0, false
+	}
+	return min(d, maxHold), true
+}
+
+// signStandard adds Standard Webhooks headers: the message id is the key.
+func signStandard(h http.Header, secret, key string, now time.Time, body []byte) {
+	secretBytes := []byte(secret)
+	if s, ok := strings.CutPrefix(secret, "whsec_"); ok {
+		if dec, err := base64.StdEncoding.DecodeString(s); err == nil {
+			secretBytes = dec
+		}
+	}
+	ts := strconv.FormatInt(now.Unix(), 10)
+	mac := hmac.New(sha256.New, secretBytes)
+	mac.Write([]byte(key))
+	mac.Write([]byte{'.'})
+	mac.Write([]byte(ts))
+	mac.Write([]byte{'.'})
+	mac.Write(body)
+	h.Set("webhook-id", key)
+	h.Set("webhook-timestamp", ts)
+	h.Set("webhook-signature", "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+}
+
+// redactURL describes a transport error without the destination URL,
+// whose query may carry a token.
+func redactURL(err error, rawURL string) string {
+	msg := err.Error()
+	if rawURL != "" {
+		msg = strings.ReplaceAll(msg, rawURL, "destination")
+		msg = strings.ReplaceAll(msg, strconv.Quote(rawURL), "destination")
+	}
+	return msg
+}

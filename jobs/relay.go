@@ -1,0 +1,232 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/webhookd/webhookd/dedupe"
+)
+
+// relayStore is what the relay needs from dedupe.Store.
+type relayStore interface {
+	MarkEnqueued(ctx context.Context, refs []dedupe.EventRef) error
+	RelayPending(ctx context.Context, limit int, minAge time.Duration,
+		enqueue func(context.Context, []dedupe.EventRef) []dedupe.EventRef) (int, error)
+	PendingCount(ctx context.Context) (int64, error)
+}
+
+// RelayConfig configures the Relay.
+type RelayConfig struct {
+	// Interval between scans for pending events. Defaults to 2s.
+	Interval time.Duration
+	// MinAge leaves events younger than this to the fast path. Defaults to 2s.
+	MinAge time.Duration
+	// BatchSize caps the events handled per scan or per fast-path batch.
+	// Defaults to 500.
+	BatchSize int
+	// Workers is the number of fast-path goroutines. Defaults to 8.
+	Workers int
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Metrics, when set, counts relayed events and the backlog.
+	Metrics *Metrics
+}
+
+// WithDefaults returns a copy of c with zero fields set to their defaults.
+func (c RelayConfig) WithDefaults() RelayConfig {
+	if c.Interval <= 0 {
+		c.Interval = 2 * time.Second
+	}
+	if c.MinAge <= 0 {
+		c.MinAge = 2 * time.Second
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 500
+	}
+	if c.Workers <= 0 {
+		c.Workers = 8
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Relay hands recorded events to the queue. The fast path takes events
+// the gateway just committed (Notify) and enqueues them in batches off the
+// request path; the scan finds events whose hand-off never happened (Redis
+// down, a process killed between commit and enqueue, a full fast path)
+// and enqueues them. Both mark events enqueued in batches. Every replica
+// may run a Relay: task ids are keys, and the scan skips rows another
+// replica holds.
+type Relay struct {
+	store    relayStore
+	enqueuer *Enqueuer
+	cfg      RelayConfig
+	fast     chan dedupe.EventRef
+}
+
+// NewRelay returns a Relay; call Run to start it.
+func NewRelay(store relayStore, enqueuer *Enqueuer, cfg RelayConfig) *Relay {
+	cfg = cfg.WithDefaults()
+	return &Relay{
+		store:    store,
+		enqueuer: enqueuer,
+		cfg:      cfg,
+		fast:     make(chan dedupe.EventRef, cfg.BatchSize*cfg.Workers*4),
+	}
+}
+
+// Notify asks for a just-committed event to be enqueued. It never blocks:
+// when the fast path is full the event is left to the scan.
+func (r *Relay) Notify(source, eventID string) {
+	select {
+	case r.fast <- dedupe.EventRef{Source: source, ExternalID: eventID}:
+	default:
+	}
+}
+
+// Run runs the fast path and the scan until ctx ends, then hands what the
+// fast path still holds to the queue within a short grace period.
+func (r *Relay) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for range r.cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.fastPath(ctx)
+		}()
+	}
+	r.scanLoop(ctx)
+	wg.Wait()
+}
+
+func (r *Relay) fastPath(ctx context.Context) {
+	batch := make([]dedupe.EventRef, 0, r.cfg.BatchSize)
+	for {
+		select {
+		case ref := <-r.fast:
+			batch = append(batch[:0], ref)
+		case <-ctx.Done():
+			r.drain()
+			return
+		}
+	fill:
+		for len(batch) < r.cfg.BatchSize {
+			select {
+			case ref := <-r.fast:
+				batch = append(batch, ref)
+			default:
+				break fill
+			}
+		}
+		r.handOff(ctx, batch)
+	}
+}
+
+// drain enqueues what is left in the fast path after shutdown began.
+func (r *Relay) drain() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	batch := make([]dedupe.EventRef, 0, r.cfg.BatchSize)
+	for {
+		select {
+		case ref := <-r.fast:
+			batch = append(batch, ref)
+			if len(batch) == r.cfg.BatchSize {
+				r.handOff(ctx, batch)
+				batch = batch[:0]
+			}
+		default:
+			r.handOff(ctx, batch)
+			return
+		}
+	}
+}
+
+func (r *Relay) handOff(ctx context.Context, batch []dedupe.EventRef) {
+	if len(batch) == 0 {
+		return
+	}
+	done := r.enqueueAll(ctx, batch)
+	if len(done) == 0 {
+		return
+	}
+	if err := r.store.MarkEnqueued(context.WithoutCancel(ctx), done); err != nil {
+		// Harmless: the scan finds them, and enqueuing again is a no-op.
+		r.cfg.Logger.WarnContext(ctx, "could not mark events enqueued", slog.String("error", err.Error()), slog.Int("events", len(done)))
+	}
+}
+
+// enqueueAll enqueues every destination's task of each event and returns
+// the events whose tasks are all queued.
+func (r *Relay) enqueueAll(ctx context.Context, refs []dedupe.EventRef) []dedupe.EventRef {
+	done := make([]dedupe.EventRef, 0, len(refs))
+	for i, ref := range refs {
+		err := r.enqueuer.EnqueueEvent(ctx, ref.Source, ref.ExternalID)
+		if errors.Is(err, ErrUnknownSource) {
+			// The source was removed from the configuration: nothing
+			// will ever route it, so stop relaying it.
+			r.cfg.Logger.WarnContext(ctx, "event's source is not configured; not relayed",
+				slog.String("source", ref.Source), slog.String("event_id", ref.ExternalID))
+			done = append(done, ref)
+			continue
+		}
+		if err != nil {
+			r.cfg.Metrics.enqueueFailed()
+			r.cfg.Logger.WarnContext(ctx, "hand-off to the queue failed; the relay will retry",
+				slog.String("source", ref.Source), slog.String("event_id", ref.ExternalID),
+				slog.Int("left", len(refs)-i), slog.String("error", err.Error()))
+			return done // Redis is likely down: leave the rest to the scan
+		}
+		done = append(done, ref)
+	}
+	return done
+}
+
+func (r *Relay) scanLoop(ctx context.Context) {
+	ticker := time.NewTicker(r.cfg.Interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		for {
+			n, err := r.ScanOnce(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					r.cfg.Logger.WarnContext(ctx, "relay scan failed", slog.String("error", err.Error()))
+				}
+				break
+			}
+			if n < r.cfg.BatchSize {
+				break
+			}
+		}
+		if n, err := r.store.PendingCount(ctx); err == nil {
+			r.cfg.Metrics.backlog(n)
+		}
+	}
+}
+
+// ScanOnce enqueues one batch of pending events older than MinAge and
+// returns how many it handed off.
+func (r *Relay) ScanOnce(ctx context.Context) (int, error) {
+	n, err := r.store.RelayPending(ctx, r.cfg.BatchSize, r.cfg.MinAge,
+		func(ctx context.Context, refs []dedupe.EventRef) []dedupe.EventRef {
+			return r.enqueueAll(ctx, refs)
+		})
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		r.cfg.Metrics.relayedEvents(n)
+		r.cfg.Logger.InfoContext(ctx, "relay enqueued pending events", slog.Int("events", n))
+	}
+	return n, nil
+}

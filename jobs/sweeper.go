@@ -1,0 +1,115 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/webhookd/webhookd/dedupe"
+)
+
+// sweepStore is what the sweeper needs from dedupe.Store.
+type sweepStore interface {
+	SweepExpired(ctx context.Context, limit int) ([]dedupe.SweptRun, error)
+}
+
+// SweeperConfig configures the Sweeper.
+type SweeperConfig struct {
+	// Interval between sweeps. Defaults to 30s; set it to at most lease/2.
+	Interval time.Duration
+	// BatchSize caps the runs reset per statement. Defaults to 100.
+	BatchSize int
+	// Timeout bounds one batch. Defaults to 30s.
+	Timeout time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Metrics, when set, counts resets.
+	Metrics *Metrics
+}
+
+// WithDefaults returns a copy of c with zero fields set to their defaults.
+func (c SweeperConfig) WithDefaults() SweeperConfig {
+	if c.Interval <= 0 {
+		c.Interval = 30 * time.Second
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 100
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Sweeper recovers runs whose worker died: a running run whose lease has
+// passed becomes a retry with attempts + 1 (dead at max_attempts) and is
+// re-enqueued with the same key.
+type Sweeper struct {
+	store    sweepStore
+	enqueuer *Enqueuer
+	cfg      SweeperConfig
+}
+
+// NewSweeper returns a Sweeper; call Run to start it.
+func NewSweeper(store sweepStore, enqueuer *Enqueuer, cfg SweeperConfig) *Sweeper {
+	return &Sweeper{store: store, enqueuer: enqueuer, cfg: cfg.WithDefaults()}
+}
+
+// Run sweeps every Interval until ctx ends.
+func (s *Sweeper) Run(ctx context.Context) {
+	ticker := time.NewTicker(s.cfg.Interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		for {
+			n, err := s.SweepOnce(ctx)
+			if err != nil {
+				if !errors.Is(err, context.Canceled) {
+					s.cfg.Logger.WarnContext(ctx, "sweep failed", slog.String("error", err.Error()))
+				}
+				break
+			}
+			if n < s.cfg.BatchSize {
+				break
+			}
+		}
+	}
+}
+
+// SweepOnce resets one batch of expired runs, re-enqueues those to retry,
+// and returns how many it reset.
+func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	swept, err := s.store.SweepExpired(ctx, s.cfg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	for _, run := range swept {
+		log := s.cfg.Logger.With(
+			slog.String("source", run.Source), slog.String("event_id", run.ExternalID),
+			slog.String("key", run.Key), slog.Int("attempts", run.Attempts))
+		s.cfg.Metrics.swept(run.Status)
+		if run.Status == dedupe.StatusDead {
+			log.ErrorContext(ctx, "run's lease passed and attempts are exhausted; run is dead")
+			continue
+		}
+		err := s.enqueuer.Enqueue(ctx, DeliverPayload{
+			Source: run.Source, EventID: run.ExternalID, Destination: run.Destination, Generation: run.Generation,
+		})
+		if err != nil {
+			log.WarnContext(ctx, "run's lease passed; reset, but re-enqueue failed (a pending retry or the next sweep recovers it)", slog.String("error", err.Error()))
+			continue
+		}
+		log.WarnContext(ctx, "run's lease passed; reset for a retry with the same key")
+	}
+	return len(swept), nil
+}

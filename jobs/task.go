@@ -1,0 +1,89 @@
+package jobs
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// TypeDeliver is the Asynq task type that forwards one event to one
+// destination.
+const TypeDeliver = "webhookd:deliver"
+
+// DefaultQueue is the Asynq queue webhookd uses unless configured.
+const DefaultQueue = "webhookd"
+
+// maxTaskRetry is the Asynq retry limit of every task: high enough never
+// to be reached, since job_runs.attempts decides when a run is dead.
+const maxTaskRetry = 1 << 20
+
+// DeliverPayload is the payload of a TypeDeliver task. The event itself
+// stays in Postgres; the worker reads it when it claims the key.
+type DeliverPayload struct {
+	Source      string `json:"source"`
+	EventID     string `json:"event_id"`
+	Destination string `json:"destination"`
+	// Generation is 1, or a forced replay's generation (2, 3, …).
+	Generation int `json:"generation,omitempty"`
+}
+
+// Key returns the job key: <source>:<destination>:<external_id>, with
+// #<generation> appended for a forced replay.
+func (p DeliverPayload) Key() string {
+	return Key(p.Source, p.Destination, p.EventID, p.Generation)
+}
+
+// Key returns the job key of an event, destination and generation. It
+// never contains a time, a random value or an attempt number.
+func Key(source, destination, eventID string, generation int) string {
+	k := source + ":" + destination + ":" + eventID
+	if generation > 1 {
+		k += "#" + strconv.Itoa(generation)
+	}
+	return k
+}
+
+func (p DeliverPayload) generation() int {
+	if p.Generation < 1 {
+		return 1
+	}
+	return p.Generation
+}
+
+func decodePayload(b []byte) (DeliverPayload, error) {
+	var p DeliverPayload
+	if err := json.Unmarshal(b, &p); err != nil {
+		return p, fmt.Errorf("error decoding deliver payload: %w", err)
+	}
+	if p.Source == "" || p.EventID == "" || p.Destination == "" {
+		return p, fmt.Errorf("error decoding deliver payload: source, event_id and destination are required")
+	}
+	return p, nil
+}
+
+// Destination is where an event's work goes.
+type Destination struct {
+	// Name is unique within its source.
+	Name string
+	// URL receives POST requests.
+	URL string
+	// Timeout bounds one call. Defaults to 10s.
+	Timeout time.Duration
+	// MaxAttempts is how many failed tries make the run dead. Defaults to 20.
+	MaxAttempts int
+	// SigningSecret, when set, signs forwarded calls with Standard Webhooks
+	// headers. A "whsec_" prefix marks a base64 secret.
+	SigningSecret string
+}
+
+// WithDefaults returns a copy of d with zero fields set to their defaults.
+func (d Destination) WithDefaults() Destination {
+	if d.Timeout <= 0 {
+		d.Timeout = 10 * time.Second
+	}
+	if d.MaxAttempts <= 0 {
+		d.MaxAttempts = 20
+	}
+	return d
+}

@@ -1,0 +1,2 @@
+SET lock_timeout = '10s';
+DROP TABLE IF EXISTS maintenance_runs;

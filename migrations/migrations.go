@@ -1,0 +1,99 @@
+// Package migrations holds webhookd's numbered SQL schema migrations,
+// embedded in the binary, and the one function that applies them.
+//
+// Files are named NNNN_description.up.sql / .down.sql and are never edited
+// once landed; a schema change is a new number. Every process applies
+// pending migrations at start, so Up serialises concurrent callers with a
+// Postgres advisory lock: replicas starting at once apply each migration
+// exactly once.
+package migrations
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+
+	"github.com/golang-migrate/migrate/v4"
+	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+//go:embed *.sql
+var files embed.FS
+
+// lockID is the advisory lock key that serialises migration runs
+// ("webhookd" as bytes).
+const lockID = 0x7765626864
+
+// Up applies every pending migration to the database at databaseURL (a
+// postgres:// URL or key=value string; a search_path parameter selects the
+// schema). It returns the schema version reached.
+func Up(ctx context.Context, databaseURL string) (uint, error) {
+	return run(ctx, databaseURL, func(m *migrate.Migrate) error { return m.Up() })
+}
+
+// Down reverts every migration. It exists for tests and for operators
+// removing webhookd; it deletes all data.
+func Down(ctx context.Context, databaseURL string) (uint, error) {
+	return run(ctx, databaseURL, func(m *migrate.Migrate) error { return m.Down() })
+}
+
+func run(ctx context.Context, databaseURL string, step func(*migrate.Migrate) error) (uint, error) {
+	connConfig, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return 0, fmt.Errorf("error parsing database url: %w", err)
+	}
+	db := stdlib.OpenDB(*connConfig)
+	defer db.Close()
+
+	// golang-migrate takes its own lock only after creating its version
+	// table; concurrent first starts would race on that CREATE. Hold ours
+	// across the whole run on a dedicated connection.
+	lockConn, err := db.Conn(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("error connecting for migrations: %w", err)
+	}
+	defer lockConn.Close()
+	if _, err := lockConn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", lockID); err != nil {
+		return 0, fmt.Errorf("error taking migration lock: %w", err)
+	}
+	defer func() {
+		_, _ = lockConn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", lockID)
+	}()
+
+	// The migration driver owns and closes its own *sql.DB.
+	return migrateWith(stdlib.OpenDB(*connConfig), step)
+}
+
+func migrateWith(db *sql.DB, step func(*migrate.Migrate) error) (uint, error) {
+	driver, err := migratepgx.WithInstance(db, &migratepgx.Config{})
+	if err != nil {
+		_ = db.Close()
+		return 0, fmt.Errorf("error opening migration driver: %w", err)
+	}
+	source, err := iofs.New(files, ".")
+	if err != nil {
+		return 0, fmt.Errorf("error reading embedded migrations: %w", err)
+	}
+	m, err := migrate.NewWithInstance("iofs", source, "pgx5", driver)
+	if err != nil {
+		_ = driver.Close()
+		return 0, fmt.Errorf("error preparing migrations: %w", err)
+	}
+	defer m.Close()
+	if err := step(m); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return 0, fmt.Errorf("error applying migrations: %w", err)
+	}
+	version, _, err := m.Version()
+	if errors.Is(err, migrate.ErrNilVersion) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("error reading schema version: %w", err)
+	}
+	return version, nil
+}
