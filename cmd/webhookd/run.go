@@ -66,6 +66,19 @@ func openRedis(cfg *config) (*redis.Client, error) {
 	return redis.NewClient(opts), nil
 }
 
+// app holds what a process has opened, for the pieces cmd wires on top
+// (admin routes, scheduled maintenance).
+type app struct {
+	cfg      *config
+	log      *slog.Logger
+	pool     *pgxpool.Pool
+	store    *dedupe.Store
+	redis    *redis.Client
+	enqueuer *jobs.Enqueuer
+	registry *prometheus.Registry
+	metrics  *jobs.Metrics
+}
+
 // run runs a webhookd process until ctx ends, then shuts down in reverse
 // order of dependency.
 func run(ctx context.Context, cfg *config, r roles, log *slog.Logger, ready func(addr net.Addr)) error {
@@ -170,6 +183,14 @@ func run(ctx context.Context, cfg *config, r roles, log *slog.Logger, ready func
 		handoff = relay
 	}
 	srv := gateway.New(gwCfg, rec, handoff)
+	a := &app{cfg: cfg, log: log, pool: pool, store: store, redis: rdb, enqueuer: enqueuer, registry: reg, metrics: jobMetrics}
+	if err := mountAdmin(a, srv); err != nil {
+		return err
+	}
+	if r.worker {
+		background.Add(1)
+		go func() { defer background.Done(); runMaintenance(bg, a) }()
+	}
 
 	l, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
