@@ -41,6 +41,7 @@ func rootCommand() *cobra.Command {
 		demoCommand(),
 		sinkCommand(),
 		sendCommand(),
+		checkCommand(),
 	)
 	return root
 }

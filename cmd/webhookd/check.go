@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/webhookd/webhookd/dedupe"
+)
+
+// checkCommand groups the consistency checks an operator (or a cron job)
+// runs against the database.
+func checkCommand() *cobra.Command {
+	check := &cobra.Command{
+		Use:   "check",
+		Short: "Run consistency checks against the database",
+	}
+	check.AddCommand(checkDuplicatesCommand())
+	return check
+}
+
+// checkDuplicatesCommand lists keys the destination accepted more than
+// once and exits non-zero when there are any.
+func checkDuplicatesCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "duplicates",
+		Short: "List keys with more than one successful destination call (exit 1 if any)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := configFrom(cmd)
+			if err != nil {
+				return err
+			}
+			window, _ := cmd.Flags().GetDuration("window")
+			ctx := cmd.Context()
+			pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+			if err != nil {
+				return fmt.Errorf("error parsing database_url: %w", err)
+			}
+			pc.MaxConns = 2
+			pc.ConnConfig.ConnectTimeout = 5 * time.Second
+			pool, err := pgxpool.NewWithConfig(ctx, pc)
+			if err != nil {
+				return fmt.Errorf("error opening database pool: %w", err)
+			}
+			defer pool.Close()
+			keys, err := dedupe.New(pool).DuplicateKeys(ctx, window)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if len(keys) == 0 {
+				fmt.Fprintf(out, "no key had more than one successful destination call in the last %s\n", window)
+				return nil
+			}
+			for _, k := range keys {
+				fmt.Fprintf(out, "%s\t%d successful calls\t%s .. %s\n", k.Key, k.Successes,
+					k.First.UTC().Format(time.RFC3339), k.Last.UTC().Format(time.RFC3339))
+			}
+			return fmt.Errorf("%d keys had more than one successful destination call in the last %s", len(keys), window)
+		},
+	}
+	cmd.Flags().Duration("window", dedupe.DefaultDuplicateWindow, "how far back to look")
+	return cmd
+}
