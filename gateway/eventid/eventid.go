@@ -1,0 +1,155 @@
+// Package eventid extracts a webhook's external event id, the key that
+// makes a delivery a duplicate of an earlier one.
+//
+// An id source is written as a spec string:
+//
+//   - json:<path> reads a gjson dot path (data.object.id) from the JSON
+//     body. Strings are used as they are, numbers as their literal text;
+//     objects, arrays, booleans, null and empty strings count as missing.
+//   - header:<Name> reads a request header (first value).
+//   - body-sha256 is the hex SHA-256 of the raw body, for senders that send
+//     no id: identical bodies then count as one event.
+//
+// Ids are never a time, a random value or an attempt number. An id longer
+// than MaxLen bytes, or holding control characters or invalid UTF-8, is
+// rejected with ErrInvalid.
+package eventid
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+	"golang.org/x/net/http/httpguts"
+)
+
+// MaxLen is the longest id Extract returns, in bytes.
+const MaxLen = 255
+
+var (
+	// ErrMissing is returned by Extract when the id is absent or empty (or,
+	// for json:, not a string or number).
+	ErrMissing = errors.New("event id missing")
+	// ErrUnparseable is returned by Extract for a json: spec when the body
+	// is not valid JSON.
+	ErrUnparseable = errors.New("body is not valid JSON")
+	// ErrInvalid is returned by Extract when the id is longer than MaxLen
+	// bytes or contains control characters or invalid UTF-8.
+	ErrInvalid = errors.New("event id invalid")
+)
+
+type kind uint8
+
+const (
+	kindNone kind = iota
+	kindJSON
+	kindHeader
+	kindBodySHA256
+)
+
+// Extractor is a parsed event-id spec: json:<path> | header:<Name> |
+// body-sha256. The zero Extractor extracts nothing; build one with Parse.
+type Extractor struct {
+	kind kind
+	arg  string // gjson path, or canonical header name
+	spec string
+}
+
+// Parse parses an event-id spec. The error names the bad spec.
+func Parse(spec string) (Extractor, error) {
+	switch {
+	case spec == "body-sha256":
+		return Extractor{kind: kindBodySHA256, spec: spec}, nil
+	case strings.HasPrefix(spec, "json:"):
+		path := strings.TrimPrefix(spec, "json:")
+		if path == "" || strings.TrimSpace(path) != path {
+			return Extractor{}, fmt.Errorf("event id spec %q: json: needs a path such as json:data.object.id", spec)
+		}
+		return Extractor{kind: kindJSON, arg: path, spec: spec}, nil
+	case strings.HasPrefix(spec, "header:"):
+		name := strings.TrimPrefix(spec, "header:")
+		if !httpguts.ValidHeaderFieldName(name) {
+			return Extractor{}, fmt.Errorf("event id spec %q: header: needs a valid header name such as header:X-Request-Id", spec)
+		}
+		return Extractor{kind: kindHeader, arg: http.CanonicalHeaderKey(name), spec: spec}, nil
+	default:
+		return Extractor{}, fmt.Errorf("event id spec %q: want json:<path>, header:<Name> or body-sha256", spec)
+	}
+}
+
+// String returns the spec e was parsed from.
+func (e Extractor) String() string { return e.spec }
+
+// Extract returns the event id of a request. It returns an error wrapping
+// ErrMissing when the id is absent or empty, ErrUnparseable when a json:
+// spec meets a body that is not valid JSON, and ErrInvalid when the id is
+// too long or holds control characters. body-sha256 of an empty body is
+// ErrMissing.
+func (e Extractor) Extract(header http.Header, body []byte) (string, error) {
+	var id string
+	switch e.kind {
+	case kindJSON:
+		if !gjson.ValidBytes(body) {
+			return "", ErrUnparseable
+		}
+		r := gjson.GetBytes(body, e.arg)
+		switch r.Type {
+		case gjson.String:
+			id = r.Str
+		case gjson.Number:
+			id = r.Raw
+		}
+	case kindHeader:
+		id = header.Get(e.arg)
+	case kindBodySHA256:
+		if len(body) == 0 {
+			return "", fmt.Errorf("%w: empty body", ErrMissing)
+		}
+		sum := sha256.Sum256(body)
+		return hex.EncodeToString(sum[:]), nil
+	default:
+		return "", errors.New("eventid: Extractor not built with Parse")
+	}
+	if id == "" {
+		return "", fmt.Errorf("%w (%s)", ErrMissing, e.spec)
+	}
+	if err := check(id); err != nil {
+		return "", fmt.Errorf("%w (%s): %s", ErrInvalid, e.spec, err)
+	}
+	return id, nil
+}
+
+type checkError string
+
+func (c checkError) Error() string { return string(c) }
+
+func check(id string) error {
+	if len(id) > MaxLen {
+		return checkError("longer than 255 bytes")
+	}
+	for i := 0; i < len(id); {
+		c := id[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 || c == 0x7f {
+				return checkError("contains control characters")
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(id[i:])
+		if r == utf8.RuneError && n == 1 {
+			return checkError("not valid UTF-8")
+		}
+		if unicode.IsControl(r) {
+			return checkError("contains control characters")
+		}
+		i += n
+	}
+	return nil
+}

@@ -1,0 +1,180 @@
+package eventid
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		givenSpec string
+		expectErr bool
+	}{
+		{"json:id", false},
+		{"json:data.object.id", false},
+		{"json:event_id", false},
+		{"header:X-GitHub-Delivery", false},
+		{"header:webhook-id", false},
+		{"body-sha256", false},
+		{"json:", true},
+		{"json: id", true},
+		{"header:", true},
+		{"header:Bad Name", true},
+		{"header:X:Y", true},
+		{"Body-SHA256", true},
+		{"id", true},
+		{"", true},
+		{"xml:id", true},
+	} {
+		e, err := Parse(tc.givenSpec)
+		if (err != nil) != tc.expectErr {
+			t.Errorf("Parse(%q) error = %v, want error %v", tc.givenSpec, err, tc.expectErr)
+			continue
+		}
+		if err != nil && !strings.Contains(err.Error(), `"`+tc.givenSpec+`"`) {
+			t.Errorf("Parse(%q) error %q does not name the spec", tc.givenSpec, err)
+		}
+		if err == nil && e.String() != tc.givenSpec {
+			t.Errorf("String() = %q", e.String())
+		}
+	}
+}
+
+func TestExtract(t *testing.T) {
+	t.Parallel()
+	stripe := []byte(`{"id":"evt_1NG8Du2eZvKYlo2CUI79vXWy","object":"event","created":1686089970,"data":{"object":{"id":"in_1","n":12.50,"big":12345678901234567890,"neg":-3,"arr":[1],"obj":{},"nul":null,"t":true,"empty":""}},"esc":"a\u00e9b","ctl":"a\u0001b","long":"` + strings.Repeat("x", 256) + `","max":"` + strings.Repeat("y", 255) + `"}`)
+	hdr := http.Header{}
+	hdr.Set("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958")
+	hdr.Set("Webhook-Id", "msg_p5jXN8AQM9LWM0D4loKWxJek")
+	hdr.Set("X-Empty", "")
+	hdr.Set("X-Ctl", "a\tb")
+	hdr["X-Multi"] = []string{"first", "second"}
+	for _, tc := range []struct {
+		spec      string
+		body      []byte
+		expectID  string
+		expectErr error
+	}{
+		{"json:id", stripe, "evt_1NG8Du2eZvKYlo2CUI79vXWy", nil},
+		{"json:data.object.id", stripe, "in_1", nil},
+		{"json:created", stripe, "1686089970", nil},
+		{"json:data.object.n", stripe, "12.50", nil},
+		{"json:data.object.big", stripe, "12345678901234567890", nil},
+		{"json:data.object.neg", stripe, "-3", nil},
+		{"json:esc", stripe, "a\u00e9b", nil},
+		{"json:max", stripe, strings.Repeat("y", 255), nil},
+		{"json:data.object.arr", stripe, "", ErrMissing},
+		{"json:data.object.obj", stripe, "", ErrMissing},
+		{"json:data.object.nul", stripe, "", ErrMissing},
+		{"json:data.object.t", stripe, "", ErrMissing},
+		{"json:data.object.empty", stripe, "", ErrMissing},
+		{"json:nope", stripe, "", ErrMissing},
+		{"json:ctl", stripe, "", ErrInvalid},
+		{"json:long", stripe, "", ErrInvalid},
+		{"json:id", []byte(`{"id":"evt_1"`), "", ErrUnparseable},
+		{"json:id", []byte(`token=abc&id=1`), "", ErrUnparseable},
+		{"json:id", nil, "", ErrUnparseable},
+		{"json:id", []byte(`{"id":"a"} {"id":"b"}`), "", ErrUnparseable},
+		{"json:id", []byte(`["x"]`), "", ErrMissing},
+		{"header:X-GitHub-Delivery", nil, "72d3162e-cc78-11e3-81ab-4c9367dc0958", nil},
+		{"header:webhook-id", []byte("not json"), "msg_p5jXN8AQM9LWM0D4loKWxJek", nil},
+		{"header:X-Multi", nil, "first", nil},
+		{"header:X-Empty", nil, "", ErrMissing},
+		{"header:X-Absent", nil, "", ErrMissing},
+		{"header:X-Ctl", nil, "", ErrInvalid},
+		{"body-sha256", []byte("Hello, World!"), "dffd6021bb2bd5b0af676290809ec3a53191dd81c7f70a4b28688a362182986f", nil},
+		{"body-sha256", nil, "", ErrMissing},
+	} {
+		e, err := Parse(tc.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := e.Extract(hdr, tc.body)
+		if !errors.Is(err, tc.expectErr) || id != tc.expectID {
+			t.Errorf("%s on %.40q: Extract = %q, %v; want %q, %v", tc.spec, tc.body, id, err, tc.expectID, tc.expectErr)
+		}
+	}
+	if _, err := (Extractor{}).Extract(hdr, stripe); err == nil {
+		t.Error("zero Extractor extracted something")
+	}
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	for id, ok := range map[string]bool{
+		"evt_1":                  true,
+		"a b":                    true,
+		"日本語":                    true,
+		"a\x7fb":                 false,
+		"a\nb":                   false,
+		"a\u0085b":               false, // C1 control
+		"a\xffb":                 false, // invalid UTF-8
+		strings.Repeat("z", 255): true,
+		strings.Repeat("z", 256): false,
+	} {
+		if got := check(id) == nil; got != ok {
+			t.Errorf("check(%q) ok = %v, want %v", id, got, ok)
+		}
+	}
+}
+
+func FuzzExtract(f *testing.F) {
+	f.Add("json:id", "", []byte(`{"id":"evt_1"}`))
+	f.Add("json:data.object.id", "", []byte(`{"data":{"object":{"id":42}}}`))
+	f.Add("json:a.#", "", []byte(`{"a":[1,2]}`))
+	f.Add("json:a|@reverse", "", []byte(`{"a":[1,2]}`))
+	f.Add("header:X-Id", "abc", []byte(nil))
+	f.Add("header:X-Id", "a\x00b", []byte(nil))
+	f.Add("body-sha256", "", []byte("x"))
+	f.Add("json:id", "", []byte(`{"id":"\ud800"}`))
+	f.Fuzz(func(t *testing.T, spec, headerValue string, body []byte) {
+		e, err := Parse(spec)
+		if err != nil {
+			return
+		}
+		h := http.Header{}
+		h.Set("X-Id", headerValue)
+		id, err := e.Extract(h, body)
+		if err != nil {
+			if !errors.Is(err, ErrMissing) && !errors.Is(err, ErrUnparseable) && !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v wraps no sentinel", err)
+			}
+			if id != "" {
+				t.Fatalf("id %q with error", id)
+			}
+			return
+		}
+		if id == "" || len(id) > MaxLen || !utf8.ValidString(id) || check(id) != nil {
+			t.Fatalf("Extract returned bad id %q", id)
+		}
+		again, err2 := e.Extract(h, body)
+		if again != id || err2 != nil {
+			t.Fatalf("Extract not deterministic: %q vs %q", id, again)
+		}
+	})
+}
+
+func BenchmarkExtract(b *testing.B) {
+	body := []byte(`{"id":"evt_1NG8Du2eZvKYlo2CUI79vXWy","object":"event","api_version":"2024-06-20","created":1686089970,"data":{"object":{"id":"cus_NffrFeUfNV2Hib","object":"customer","address":null,"balance":0,"created":1680893993,"currency":null,"email":"jennyrosen@example.com","invoice_prefix":"0759376C","invoice_settings":{"custom_fields":null,"default_payment_method":null,"footer":null},"livemode":false,"metadata":{},"name":"Jenny Rosen","phone":null,"preferred_locales":[],"shipping":null,"tax_exempt":"none"}},"livemode":false,"pending_webhooks":0,"request":{"id":"req_1","idempotency_key":"c5d9f0b0-1d7f-4d43-9a8d-4f7d0e0b6c51"},"type":"customer.created","padding":"` + strings.Repeat("p", 300) + `"}`)
+	h := http.Header{}
+	h.Set("X-Github-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958")
+	for _, spec := range []string{"json:id", "json:data.object.id", "header:X-GitHub-Delivery", "body-sha256"} {
+		e, err := Parse(spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(spec, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if _, err := e.Extract(h, body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

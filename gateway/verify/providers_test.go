@@ -1,0 +1,176 @@
+package verify_test
+
+// Cross-checks against the providers' own code, used as independent
+// signers and verifiers: stripe-go's webhook package, the Standard Webhooks
+// reference Go library, and go-github's signature validation.
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-github/v75/github"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/webhookd/webhookd/gateway/verify"
+)
+
+var payload = []byte(`{"id":"evt_1NG8Du2eZvKYlo2CUI79vXWy","object":"event","type":"customer.created","data":{"object":{"id":"cus_1"}}}`)
+
+func TestStripeAgainstStripeGo(t *testing.T) {
+	t.Parallel()
+	const oldSecret, newSecret = "whsec_test_old_9f8e7d", "whsec_test_new_1a2b3c"
+	v, err := verify.New(verify.Config{Scheme: verify.SchemeStripe, Secrets: []string{oldSecret, newSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_700_000_000, 0)
+	for _, tc := range []struct {
+		name      string
+		secret    string
+		scheme    string
+		at        time.Time
+		expectErr error
+	}{
+		{"signed by stripe-go", oldSecret, "", now, nil},
+		{"rotated secret", newSecret, "", now, nil},
+		{"wrong secret", "whsec_other", "", now, verify.ErrSignatureMismatch},
+		{"stale", oldSecret, "", now.Add(-6 * time.Minute), verify.ErrTimestampOutsideTolerance},
+		{"future", oldSecret, "", now.Add(6 * time.Minute), verify.ErrTimestampOutsideTolerance},
+		{"v0 scheme only", oldSecret, "v0", now, verify.ErrMalformedSignature},
+	} {
+		sp := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{
+			Payload: payload, Secret: tc.secret, Timestamp: tc.at, Scheme: tc.scheme,
+		})
+		h := http.Header{}
+		h.Set("Stripe-Signature", sp.Header)
+		err := v.Verify(verify.Request{Header: h, Body: sp.Payload}, now)
+		if !errors.Is(err, tc.expectErr) {
+			t.Errorf("%s: Verify = %v, want %v", tc.name, err, tc.expectErr)
+		}
+	}
+
+	// stripe-go accepts what Sign produces (it checks against the wall clock).
+	h, _, err := verify.Sign(verify.Config{Scheme: verify.SchemeStripe, Secrets: []string{oldSecret}}, payload, time.Now(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stripewebhook.ValidatePayload(payload, h.Get("Stripe-Signature"), oldSecret); err != nil {
+		t.Fatalf("stripe-go rejects Sign: %v", err)
+	}
+	if err := stripewebhook.ValidatePayload(payload, h.Get("Stripe-Signature"), newSecret); err == nil {
+		t.Fatal("stripe-go accepts Sign under another secret")
+	}
+}
+
+func TestStandardAgainstReferenceLibrary(t *testing.T) {
+	t.Parallel()
+	// Secrets in the whsec_<base64> form; the reference library's example key.
+	const oldSecret, newSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_dGhpcy1pcy1hLW5ldy1zZWNyZXQtZm9yLXRlc3Rz"
+	v, err := verify.New(verify.Config{Scheme: verify.SchemeStandard, Secrets: []string{oldSecret, newSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_700_000_000, 0)
+	for _, tc := range []struct {
+		name      string
+		secret    string
+		at        time.Time
+		svix      bool
+		body      []byte
+		expectErr error
+	}{
+		{"signed by reference library", oldSecret, now, false, payload, nil},
+		{"svix header names", oldSecret, now, true, payload, nil},
+		{"rotated secret", newSecret, now, false, payload, nil},
+		{"wrong secret", "whsec_d3Jvbmctc2VjcmV0", now, false, payload, verify.ErrSignatureMismatch},
+		{"tampered body", oldSecret, now, false, bytes.Replace(payload, []byte("cus_1"), []byte("cus_2"), 1), verify.ErrSignatureMismatch},
+		{"stale", oldSecret, now.Add(-6 * time.Minute), false, payload, verify.ErrTimestampOutsideTolerance},
+		{"future", oldSecret, now.Add(6 * time.Minute), true, payload, verify.ErrTimestampOutsideTolerance},
+	} {
+		wh, err := standardwebhooks.NewWebhook(tc.secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig, err := wh.Sign("msg_p5jXN8AQM9LWM0D4loKWxJek", tc.at, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := http.Header{}
+		prefix := "webhook-"
+		if tc.svix {
+			prefix = "svix-"
+		}
+		h.Set(prefix+"id", "msg_p5jXN8AQM9LWM0D4loKWxJek")
+		h.Set(prefix+"timestamp", strconv.FormatInt(tc.at.Unix(), 10))
+		h.Set(prefix+"signature", sig)
+		err = v.Verify(verify.Request{Header: h, Body: tc.body}, now)
+		if !errors.Is(err, tc.expectErr) {
+			t.Errorf("%s: Verify = %v, want %v", tc.name, err, tc.expectErr)
+		}
+	}
+
+	// The reference library accepts what Sign produces (wall clock again).
+	h, _, err := verify.Sign(verify.Config{Scheme: verify.SchemeStandard, Secrets: []string{newSecret}}, payload, time.Now(), "msg_2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh, _ := standardwebhooks.NewWebhook(newSecret)
+	if err := wh.Verify(payload, h); err != nil {
+		t.Fatalf("reference library rejects Sign: %v", err)
+	}
+	other, _ := standardwebhooks.NewWebhook(oldSecret)
+	if err := other.Verify(payload, h); err == nil {
+		t.Fatal("reference library accepts Sign under another secret")
+	}
+}
+
+func TestGitHubAgainstGoGitHub(t *testing.T) {
+	t.Parallel()
+	const oldSecret, newSecret = "gh-webhook-secret-old", "gh-webhook-secret-new"
+	v, err := verify.New(verify.Config{Scheme: verify.SchemeGitHub, Secrets: []string{oldSecret, newSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{oldSecret, newSecret} {
+		h, _, err := verify.Sign(verify.Config{Scheme: verify.SchemeGitHub, Secrets: []string{secret}}, payload, time.Now(), "d1e2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig := h.Get("X-Hub-Signature-256")
+		// go-github validates Sign's output …
+		if err := github.ValidateSignature(sig, payload, []byte(secret)); err != nil {
+			t.Fatalf("go-github rejects Sign: %v", err)
+		}
+		got, err := github.ValidatePayloadFromBody("application/json", bytes.NewReader(payload), sig, []byte(secret))
+		if err != nil || !bytes.Equal(got, payload) {
+			t.Fatalf("go-github ValidatePayloadFromBody: %v", err)
+		}
+		if err := github.ValidateSignature(sig, payload, []byte("other")); err == nil {
+			t.Fatal("go-github accepts Sign under another secret")
+		}
+		// … and our verifier agrees with it in both directions.
+		if err := v.Verify(verify.Request{Header: h, Body: payload}, time.Now()); err != nil {
+			t.Fatalf("Verify: %v", err)
+		}
+		tampered := append(append([]byte(nil), payload...), '\n')
+		if github.ValidateSignature(sig, tampered, []byte(secret)) == nil {
+			t.Fatal("go-github accepts a tampered body")
+		}
+		if err := v.Verify(verify.Request{Header: h, Body: tampered}, time.Now()); !errors.Is(err, verify.ErrSignatureMismatch) {
+			t.Fatalf("Verify tampered = %v", err)
+		}
+	}
+	// go-github's full request path: a request signed by Sign validates.
+	h, _, _ := verify.Sign(verify.Config{Scheme: verify.SchemeGitHub, Secrets: []string{oldSecret}}, payload, time.Now(), "d1e2")
+	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/webhooks/github", bytes.NewReader(payload))
+	req.Header = h
+	req.Header.Set("Content-Type", "application/json")
+	if _, err := github.ValidatePayload(req, []byte(oldSecret)); err != nil {
+		t.Fatalf("go-github ValidatePayload: %v", err)
+	}
+}

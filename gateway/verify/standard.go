@@ -1,0 +1,153 @@
+package verify
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Canonical header keys (net/http canonicalizes received headers) and the
+// names used in error messages.
+const (
+	standardIDHeader        = "Webhook-Id"
+	standardTimestampHeader = "Webhook-Timestamp"
+	standardSigHeader       = "Webhook-Signature"
+	svixIDHeader            = "Svix-Id"
+	svixTimestampHeader     = "Svix-Timestamp"
+	svixSigHeader           = "Svix-Signature"
+
+	standardSecretPrefix = "whsec_"
+)
+
+type standardHeaders struct{ id, ts, sig string }
+
+var (
+	standardNames = standardHeaders{"webhook-id", "webhook-timestamp", "webhook-signature"}
+	svixNames     = standardHeaders{"svix-id", "svix-timestamp", "svix-signature"}
+)
+
+// standardScheme verifies Standard Webhooks (and Svix) signatures.
+type standardScheme struct {
+	macs []*mac
+	tol  int64
+}
+
+func decodeStandardSecret(s string) ([]byte, error) {
+	k, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, standardSecretPrefix))
+	if err != nil {
+		return nil, errors.New("want whsec_<base64> (the part after whsec_ is not valid base64)")
+	}
+	if len(k) == 0 {
+		return nil, errors.New("want whsec_<base64> (key is empty)")
+	}
+	return k, nil
+}
+
+// parseStandardHeader checks a webhook-signature value: space-separated
+// "<version>,<signature>" items. It returns how many are v1.
+func parseStandardHeader(name, v string) (v1 int, err error) {
+	items := 0
+	for rest := v; ; {
+		item, next, more := strings.Cut(rest, " ")
+		if item != "" {
+			ver, sig, ok := strings.Cut(item, ",")
+			if !ok || ver == "" || sig == "" {
+				return 0, malformed(name, `want space-separated "v1,<base64>" items`)
+			}
+			items++
+			if ver == "v1" {
+				v1++
+			}
+		}
+		if !more {
+			break
+		}
+		rest = next
+	}
+	if items == 0 {
+		return 0, malformed(name, `want space-separated "v1,<base64>" items`)
+	}
+	return v1, nil
+}
+
+func (s *standardScheme) Verify(r Request, now time.Time) error {
+	names := standardNames
+	sig := r.Header.Get(standardSigHeader)
+	id, ts := r.Header.Get(standardIDHeader), r.Header.Get(standardTimestampHeader)
+	if sig == "" {
+		if sv := r.Header.Get(svixSigHeader); sv != "" {
+			names = svixNames
+			sig = sv
+			id, ts = r.Header.Get(svixIDHeader), r.Header.Get(svixTimestampHeader)
+		}
+	}
+	switch {
+	case sig == "":
+		return missing(names.sig)
+	case id == "":
+		return missing(names.id)
+	case ts == "":
+		return missing(names.ts)
+	}
+	n, err := parseStandardHeader(names.sig, sig)
+	if err != nil {
+		return err
+	}
+	if err := checkTimestamp(names.ts, ts, now, s.tol); err != nil {
+		return err
+	}
+	if n == 0 {
+		return mismatch(names.sig)
+	}
+	for _, m := range s.macs {
+		st := m.get()
+		st.buf = append(append(append(append(st.buf[:0], id...), '.'), ts...), '.')
+		st.h.Write(st.buf)
+		st.h.Write(r.Body)
+		ok := standardMatch(sig, st.finish())
+		m.put(st)
+		if ok {
+			return nil
+		}
+	}
+	return mismatch(names.sig)
+}
+
+// standardMatch reports whether any v1 item of sig equals want.
+func standardMatch(sig string, want []byte) bool {
+	var got [sha256.Size]byte
+	found := false
+	for rest := sig; ; {
+		item, next, more := strings.Cut(rest, " ")
+		if b64, ok := strings.CutPrefix(item, "v1,"); ok {
+			if decodeBase64(got[:], b64) && hmac.Equal(got[:], want) {
+				found = true
+			}
+		}
+		if !more {
+			return found
+		}
+		rest = next
+	}
+}
+
+func (s *standardScheme) sign(body []byte, now time.Time, msgID string) (http.Header, string, error) {
+	if msgID == "" {
+		return nil, "", errors.New("verify: scheme standard needs a message id (webhook-id)")
+	}
+	st := s.macs[0].get()
+	defer s.macs[0].put(st)
+	ts := strconv.FormatInt(now.Unix(), 10)
+	st.writeString(msgID + "." + ts + ".")
+	st.h.Write(body)
+	h := http.Header{}
+	h.Set(standardIDHeader, msgID)
+	h.Set(standardTimestampHeader, ts)
+	h.Set(standardSigHeader, "v1,"+base64.StdEncoding.EncodeToString(st.finish()))
+	return h, "", nil
+}

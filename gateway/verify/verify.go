@@ -1,0 +1,365 @@
+package verify
+
+import (
+	"crypto/hmac"
+	"errors"
+	"fmt"
+	"hash"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Scheme names accepted in Config.Scheme.
+const (
+	SchemeStripe     = "stripe"
+	SchemeGitHub     = "github"
+	SchemeStandard   = "standard"
+	SchemeShopify    = "shopify"
+	SchemeSlack      = "slack"
+	SchemeTwilio     = "twilio"
+	SchemeHMACSHA256 = "hmac-sha256"
+	SchemeNone       = "none"
+)
+
+// Schemes lists every scheme name New accepts, in documentation order.
+var Schemes = []string{
+	SchemeStripe, SchemeGitHub, SchemeStandard, SchemeShopify,
+	SchemeSlack, SchemeTwilio, SchemeHMACSHA256, SchemeNone,
+}
+
+// DefaultTolerance is the timestamp tolerance, both ways, used when
+// Config.Tolerance is zero.
+const DefaultTolerance = 5 * time.Minute
+
+// Errors that Verify wraps. Each failed verification wraps exactly one of
+// them, so callers (the gateway's error handler) branch with errors.Is and
+// answer 401; the wrapping message names the header, never a secret or the
+// expected signature.
+var (
+	// ErrMissingSignature is returned when a header the scheme requires
+	// (signature, timestamp or message id) is absent or empty.
+	ErrMissingSignature = errors.New("signature missing")
+	// ErrMalformedSignature is returned when a signature or timestamp header
+	// is present but not in the scheme's format.
+	ErrMalformedSignature = errors.New("signature malformed")
+	// ErrSignatureMismatch is returned when the signature is well formed but
+	// no configured secret produces it (wrong secret or altered body).
+	ErrSignatureMismatch = errors.New("signature mismatch")
+	// ErrTimestampOutsideTolerance is returned when the signed timestamp is
+	// older, or further in the future, than the tolerance allows.
+	ErrTimestampOutsideTolerance = errors.New("timestamp outside tolerance")
+)
+
+// Config configures one source's verification. Fields mirror the YAML
+// `verify:` block of SPEC.md; error messages use the YAML key names.
+type Config struct {
+	// Scheme is one of stripe, github, standard, shopify, slack, twilio,
+	// hmac-sha256 or none. Required.
+	Scheme string
+	// Secrets are the signing secrets; several while rotating, any may
+	// match. Sign uses the first. Required for every scheme but none.
+	// standard secrets have the form whsec_<base64>; all others are used
+	// as given (Twilio: the auth token).
+	Secrets []string
+	// Tolerance is how far a signed timestamp may be from now, both ways.
+	// Zero means DefaultTolerance (5m). Only used by schemes that sign a
+	// timestamp: stripe, standard, slack, and hmac-sha256 with
+	// TimestampHeader.
+	Tolerance time.Duration
+
+	// Header is the signature header for hmac-sha256 only. Defaults to
+	// X-Webhook-Signature.
+	Header string
+	// Encoding is "hex" (default) or "base64", for hmac-sha256 only.
+	Encoding string
+	// Prefix is put before the encoded signature, for hmac-sha256 only.
+	// nil means "sha256="; a pointer to "" means no prefix.
+	Prefix *string
+	// TimestampHeader optionally names a header holding a unix timestamp
+	// (seconds), checked against Tolerance; hmac-sha256 only.
+	TimestampHeader string
+	// SignedContent is a template for the signed bytes, hmac-sha256 only:
+	// "{body}" and "{timestamp}" are replaced, everything else is literal.
+	// Defaults to "{timestamp}.{body}" when TimestampHeader is set, else
+	// "{body}". It must contain "{body}" once, and "{timestamp}" requires
+	// TimestampHeader.
+	SignedContent string
+
+	// PublicURL is the webhook URL as Twilio sees it (scheme, host, port,
+	// path), for twilio only, where it is required.
+	PublicURL string
+
+	// AllowUnsigned must be true for scheme none, else New fails. It makes
+	// accepting unsigned webhooks an explicit decision.
+	AllowUnsigned bool
+}
+
+// WithDefaults returns a copy of c with defaults filled in: Tolerance 5m,
+// and for hmac-sha256 Header, Encoding, Prefix and SignedContent.
+func (c Config) WithDefaults() Config {
+	if c.Tolerance == 0 {
+		c.Tolerance = DefaultTolerance
+	}
+	if c.Scheme == SchemeHMACSHA256 {
+		if c.Header == "" {
+			c.Header = "X-Webhook-Signature"
+		}
+		if c.Encoding == "" {
+			c.Encoding = "hex"
+		}
+		if c.Prefix == nil {
+			p := "sha256="
+			c.Prefix = &p
+		}
+		if c.SignedContent == "" {
+			if c.TimestampHeader != "" {
+				c.SignedContent = "{timestamp}.{body}"
+			} else {
+				c.SignedContent = "{body}"
+			}
+		}
+	}
+	return c
+}
+
+// Validate reports the first problem with c as an error naming the YAML key
+// (for example "verify.secrets: required for scheme stripe"). Error
+// messages never contain secret values.
+func (c Config) Validate() error {
+	_, err := build(c)
+	return err
+}
+
+// Request is what a Verifier looks at: the received headers, the exact raw
+// body and the raw query string.
+type Request struct {
+	// Header holds the request headers, canonicalized as net/http does.
+	Header http.Header
+	// Body is the exact raw bytes received.
+	Body []byte
+	// RawQuery is the request's raw query without "?" (twilio uses it to
+	// rebuild the signed URL and to find bodySHA256).
+	RawQuery string
+}
+
+// Verifier checks one request against a source's configuration.
+type Verifier interface {
+	// Verify returns nil when r carries a valid signature at time now, and
+	// otherwise an error wrapping ErrMissingSignature,
+	// ErrMalformedSignature, ErrSignatureMismatch or
+	// ErrTimestampOutsideTolerance.
+	Verify(r Request, now time.Time) error
+}
+
+// scheme is implemented by every scheme: it verifies and it signs.
+type scheme interface {
+	Verifier
+	sign(body []byte, now time.Time, msgID string) (http.Header, string, error)
+}
+
+// New validates cfg and returns its Verifier, with per-secret state
+// (decoded keys, pooled HMAC states) computed once. It returns the error of
+// Validate when cfg is invalid.
+func New(cfg Config) (Verifier, error) {
+	s, err := build(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Sign returns the headers (and, for twilio, the raw query string to send
+// the request with) that a sender using cfg's scheme would send for body at
+// time now, signed with the first secret. msgID fills the scheme's message
+// id header where it has one (webhook-id, required for standard;
+// X-GitHub-Delivery, X-Shopify-Webhook-Id, I-Twilio-Idempotency-Token when
+// not empty). For scheme none the header is empty. It returns the error of
+// Validate when cfg is invalid.
+func Sign(cfg Config, body []byte, now time.Time, msgID string) (header http.Header, rawQuery string, err error) {
+	s, err := build(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	return s.sign(body, now, msgID)
+}
+
+// DefaultEventID returns the event id spec (see package eventid) used when
+// a source of the given scheme configures none: stripe "json:id", github
+// "header:X-GitHub-Delivery", standard "header:webhook-id", shopify
+// "header:X-Shopify-Webhook-Id", slack "json:event_id", twilio
+// "header:I-Twilio-Idempotency-Token". For hmac-sha256, none and unknown
+// schemes it returns "" (the source must configure one).
+func DefaultEventID(scheme string) string {
+	switch scheme {
+	case SchemeStripe:
+		return "json:id"
+	case SchemeGitHub:
+		return "header:X-GitHub-Delivery"
+	case SchemeStandard:
+		return "header:webhook-id"
+	case SchemeShopify:
+		return "header:X-Shopify-Webhook-Id"
+	case SchemeSlack:
+		return "json:event_id"
+	case SchemeTwilio:
+		return "header:I-Twilio-Idempotency-Token"
+	default:
+		return ""
+	}
+}
+
+func build(cfg Config) (scheme, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Tolerance < 0 {
+		return nil, errors.New("verify.tolerance: must not be negative")
+	}
+	if cfg.Scheme != SchemeHMACSHA256 {
+		for _, f := range []struct{ key, val string }{
+			{"header", cfg.Header}, {"encoding", cfg.Encoding},
+			{"timestamp_header", cfg.TimestampHeader}, {"signed_content", cfg.SignedContent},
+		} {
+			if f.val != "" {
+				return nil, fmt.Errorf("verify.%s: only used by scheme hmac-sha256, not %s", f.key, cfg.Scheme)
+			}
+		}
+		if cfg.Prefix != nil {
+			return nil, fmt.Errorf("verify.prefix: only used by scheme hmac-sha256, not %s", cfg.Scheme)
+		}
+	}
+	if cfg.Scheme != SchemeTwilio && cfg.PublicURL != "" {
+		return nil, fmt.Errorf("verify.public_url: only used by scheme twilio, not %s", cfg.Scheme)
+	}
+	if cfg.Scheme != SchemeNone && cfg.AllowUnsigned {
+		return nil, fmt.Errorf("verify.allow_unsigned: only used by scheme none, not %s", cfg.Scheme)
+	}
+	switch cfg.Scheme {
+	case "":
+		return nil, errors.New("verify.scheme: required")
+	case SchemeNone:
+		if !cfg.AllowUnsigned {
+			return nil, errors.New("verify.allow_unsigned: must be true for scheme none")
+		}
+		if len(cfg.Secrets) > 0 {
+			return nil, errors.New("verify.secrets: not used by scheme none")
+		}
+		return noneScheme{}, nil
+	case SchemeStripe, SchemeGitHub, SchemeStandard, SchemeShopify, SchemeSlack, SchemeTwilio, SchemeHMACSHA256:
+	default:
+		return nil, fmt.Errorf("verify.scheme: unknown scheme %q (want one of stripe, github, standard, shopify, slack, twilio, hmac-sha256, none)", cfg.Scheme)
+	}
+	if len(cfg.Secrets) == 0 {
+		return nil, fmt.Errorf("verify.secrets: required for scheme %s", cfg.Scheme)
+	}
+	keys := make([][]byte, len(cfg.Secrets))
+	for i, s := range cfg.Secrets {
+		if s == "" {
+			return nil, fmt.Errorf("verify.secrets[%d]: empty", i)
+		}
+		if cfg.Scheme == SchemeStandard {
+			k, err := decodeStandardSecret(s)
+			if err != nil {
+				return nil, fmt.Errorf("verify.secrets[%d]: %w", i, err)
+			}
+			keys[i] = k
+			continue
+		}
+		keys[i] = []byte(s)
+	}
+	tol := int64(cfg.Tolerance / time.Second)
+	switch cfg.Scheme {
+	case SchemeStripe:
+		return &stripeScheme{macs: newMACs(keys, sha256New), tol: tol}, nil
+	case SchemeGitHub:
+		return &githubScheme{macs: newMACs(keys, sha256New)}, nil
+	case SchemeStandard:
+		return &standardScheme{macs: newMACs(keys, sha256New), tol: tol}, nil
+	case SchemeShopify:
+		return &shopifyScheme{macs: newMACs(keys, sha256New)}, nil
+	case SchemeSlack:
+		return &slackScheme{macs: newMACs(keys, sha256New), tol: tol}, nil
+	case SchemeTwilio:
+		return newTwilio(cfg, keys)
+	default: // SchemeHMACSHA256
+		return newGeneric(cfg, keys, tol)
+	}
+}
+
+// mac is one secret's pooled HMAC state. Pooling keeps the verify path
+// free of the allocations hmac.New makes.
+type mac struct {
+	pool sync.Pool // of *macState
+}
+
+type macState struct {
+	h   hash.Hash
+	sum []byte // cap 64, reused by Sum
+	buf []byte // scratch for short prefixes (timestamps, ids)
+}
+
+func newMACs(keys [][]byte, h func() hash.Hash) []*mac {
+	out := make([]*mac, len(keys))
+	for i, k := range keys {
+		key := k
+		out[i] = &mac{pool: sync.Pool{New: func() any {
+			return &macState{h: hmac.New(h, key), sum: make([]byte, 0, 64), buf: make([]byte, 0, 64)}
+		}}}
+	}
+	return out
+}
+
+func (m *mac) get() *macState {
+	st := m.pool.Get().(*macState)
+	st.h.Reset()
+	return st
+}
+
+func (m *mac) put(st *macState) { m.pool.Put(st) }
+
+// writeString writes s to the state's hash through its scratch buffer, so
+// no string-to-slice conversion allocates.
+func (st *macState) writeString(s string) {
+	st.buf = append(st.buf[:0], s...)
+	st.h.Write(st.buf)
+}
+
+func (st *macState) finish() []byte {
+	st.sum = st.h.Sum(st.sum[:0])
+	return st.sum
+}
+
+// checkTimestamp parses a unix-seconds header value and checks it is within
+// tol seconds of now, both ways.
+func checkTimestamp(header, value string, now time.Time, tol int64) error {
+	ts, err := strconv.ParseInt(value, 10, 64)
+	if err != nil || len(value) > 0 && (value[0] == '+' || value[0] == '-') {
+		return fmt.Errorf("%s: not a unix timestamp: %w", header, ErrMalformedSignature)
+	}
+	n := now.Unix()
+	if ts < n-tol || ts > n+tol {
+		return fmt.Errorf("%s: %w", header, ErrTimestampOutsideTolerance)
+	}
+	return nil
+}
+
+func missing(header string) error {
+	return fmt.Errorf("%s: %w", header, ErrMissingSignature)
+}
+
+func malformed(header, why string) error {
+	return fmt.Errorf("%s: %s: %w", header, why, ErrMalformedSignature)
+}
+
+func mismatch(header string) error {
+	return fmt.Errorf("%s: no configured secret matches: %w", header, ErrSignatureMismatch)
+}
+
+// noneScheme accepts everything.
+type noneScheme struct{}
+
+func (noneScheme) Verify(Request, time.Time) error { return nil }
+
+func (noneScheme) sign([]byte, time.Time, string) (http.Header, string, error) {
+	return http.Header{}, "", nil
+}
