@@ -52,6 +52,10 @@ type workerConf struct {
 	RelayEvery   duration `yaml:"relay_interval"`
 	RelayMinAge  duration `yaml:"relay_min_age"`
 	ShutdownWait duration `yaml:"shutdown_timeout"`
+	// RetentionEvery is the time between retention runs. Defaults to 1h.
+	RetentionEvery duration `yaml:"retention_interval"`
+	// DuplicateCheckEvery is the time between duplicate checks. Defaults to 10m.
+	DuplicateCheckEvery duration `yaml:"duplicate_check_interval"`
 }
 
 type sourceConf struct {

@@ -1,0 +1,255 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/webhookd/webhookd/dedupe"
+)
+
+// maintenanceStore is what scheduled maintenance needs from dedupe.Store.
+type maintenanceStore interface {
+	RunRetention(ctx context.Context, opts dedupe.RetentionOptions) (dedupe.RetentionResult, error)
+	DuplicateKeys(ctx context.Context, window time.Duration) ([]dedupe.DuplicateKey, error)
+	RecordMaintenance(ctx context.Context, run dedupe.MaintenanceRun) error
+	LastMaintenance(ctx context.Context, kind string) (dedupe.MaintenanceRun, error)
+}
+
+// MaintenanceConfig configures scheduled maintenance.
+type MaintenanceConfig struct {
+	// Retention is the window of SPEC's `retention`: older events, runs and
+	// logged calls are deleted. Defaults to 720h.
+	Retention time.Duration
+	// RetentionInterval is the time between retention runs; the first runs
+	// at start. Defaults to 1h.
+	RetentionInterval time.Duration
+	// RetentionBatch caps the rows one delete statement removes. Defaults
+	// to dedupe.DefaultRetentionBatch.
+	RetentionBatch int
+	// DuplicateCheckInterval is the time between duplicate checks; the
+	// first runs at start. Defaults to 10m.
+	DuplicateCheckInterval time.Duration
+	// DuplicateWindow is how far back the duplicate check looks. Defaults
+	// to 7 days.
+	DuplicateWindow time.Duration
+	// Timeout bounds one run of either job. Defaults to 10m.
+	Timeout time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Metrics, when set, receives the duplicate count.
+	Metrics *Metrics
+	// MaintenanceMetrics, when set, receives retention and check runs.
+	MaintenanceMetrics *MaintenanceMetrics
+}
+
+// WithDefaults returns a copy of c with zero fields set to their defaults.
+func (c MaintenanceConfig) WithDefaults() MaintenanceConfig {
+	if c.Retention <= 0 {
+		c.Retention = 720 * time.Hour
+	}
+	if c.RetentionInterval <= 0 {
+		c.RetentionInterval = time.Hour
+	}
+	if c.DuplicateCheckInterval <= 0 {
+		c.DuplicateCheckInterval = 10 * time.Minute
+	}
+	if c.DuplicateWindow <= 0 {
+		c.DuplicateWindow = dedupe.DefaultDuplicateWindow
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 10 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Maintenance runs the scheduled jobs: retention (once across replicas,
+// through an advisory lock in dedupe) and the duplicate check (harmless
+// on every replica: it only reads).
+type Maintenance struct {
+	store maintenanceStore
+	cfg   MaintenanceConfig
+}
+
+// NewMaintenance returns a Maintenance; call Run to start it.
+func NewMaintenance(store maintenanceStore, cfg MaintenanceConfig) *Maintenance {
+	return &Maintenance{store: store, cfg: cfg.WithDefaults()}
+}
+
+// Run runs both jobs at start and then on their intervals until ctx ends.
+func (m *Maintenance) Run(ctx context.Context) {
+	m.restoreLastSuccess(ctx)
+	retention := time.NewTimer(0)
+	defer retention.Stop()
+	check := time.NewTimer(0)
+	defer check.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-retention.C:
+			_, _ = m.RetentionOnce(ctx)
+			retention.Reset(m.cfg.RetentionInterval)
+		case <-check.C:
+			_, _ = m.DuplicateCheckOnce(ctx)
+			check.Reset(m.cfg.DuplicateCheckInterval)
+		}
+	}
+}
+
+// restoreLastSuccess sets the last-success gauges from the database, so a
+// restarted process does not report retention as never run.
+func (m *Maintenance) restoreLastSuccess(ctx context.Context) {
+	for _, kind := range []string{dedupe.KindRetention, dedupe.KindDuplicateCheck} {
+		run, err := m.store.LastMaintenance(ctx, kind)
+		if err == nil {
+			m.cfg.MaintenanceMetrics.lastSuccess(kind, run.FinishedAt)
+		}
+	}
+}
+
+// RetentionOnce runs retention once and returns what it deleted. A run
+// skipped because another replica holds the lock returns Ran false.
+func (m *Maintenance) RetentionOnce(ctx context.Context) (dedupe.RetentionResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	res, err := m.store.RunRetention(ctx, dedupe.RetentionOptions{Retention: m.cfg.Retention, BatchSize: m.cfg.RetentionBatch})
+	log := m.cfg.Logger.With(slog.String("job", dedupe.KindRetention), durationMS("duration_ms", time.Since(start)))
+	mm := m.cfg.MaintenanceMetrics
+	mm.retentionDeleted(res)
+	switch {
+	case err != nil && errors.Is(err, context.Canceled):
+		mm.run(dedupe.KindRetention, "canceled")
+		return res, err
+	case err != nil:
+		mm.run(dedupe.KindRetention, "error")
+		log.ErrorContext(ctx, "retention run failed", slog.String("error", err.Error()), slog.Int64("rows_deleted", res.Total()))
+		return res, err
+	case !res.Ran:
+		mm.run(dedupe.KindRetention, "skipped")
+		log.DebugContext(ctx, "retention runs on another replica")
+		return res, nil
+	}
+	mm.run(dedupe.KindRetention, "success")
+	mm.lastSuccess(dedupe.KindRetention, time.Now())
+	log.InfoContext(ctx, "retention run finished",
+		slog.Time("cutoff", res.Cutoff), slog.Int64("rows_deleted", res.Total()),
+		slog.Int64("events", res.Events), slog.Int64("runs", res.Runs), slog.Int64("attempts", res.Attempts),
+		slog.Int("batches", res.Batches))
+	return res, nil
+}
+
+// maxLoggedKeys caps the keys one duplicate-check log line lists.
+const maxLoggedKeys = 50
+
+// DuplicateCheckOnce counts keys with more than one successful
+// destination call in DuplicateWindow, exports the count, records the
+// run, and logs any such key as an error. It returns the keys found.
+func (m *Maintenance) DuplicateCheckOnce(ctx context.Context) ([]dedupe.DuplicateKey, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	keys, err := m.store.DuplicateKeys(ctx, m.cfg.DuplicateWindow)
+	log := m.cfg.Logger.With(slog.String("job", dedupe.KindDuplicateCheck), durationMS("duration_ms", time.Since(start)))
+	mm := m.cfg.MaintenanceMetrics
+	run := dedupe.MaintenanceRun{Kind: dedupe.KindDuplicateCheck, StartedAt: start, Found: int64(len(keys))}
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+		mm.run(dedupe.KindDuplicateCheck, "error")
+		log.ErrorContext(ctx, "duplicate check failed", slog.String("error", err.Error()))
+		run.Error = err.Error()
+		_ = m.store.RecordMaintenance(context.WithoutCancel(ctx), run)
+		return nil, err
+	}
+	m.cfg.Metrics.SetDuplicateKeys(len(keys))
+	mm.run(dedupe.KindDuplicateCheck, "success")
+	mm.lastSuccess(dedupe.KindDuplicateCheck, time.Now())
+	if err := m.store.RecordMaintenance(ctx, run); err != nil {
+		log.WarnContext(ctx, "could not record the duplicate check", slog.String("error", err.Error()))
+	}
+	if len(keys) == 0 {
+		log.InfoContext(ctx, "duplicate check found no key called successfully twice")
+		return keys, nil
+	}
+	names := make([]string, 0, min(len(keys), maxLoggedKeys))
+	for _, k := range keys[:min(len(keys), maxLoggedKeys)] {
+		names = append(names, k.Key)
+	}
+	log.ErrorContext(ctx, "keys were delivered successfully more than once",
+		slog.Int("duplicate_keys", len(keys)), slog.String("keys", strings.Join(names, " ")),
+		slog.Duration("window", m.cfg.DuplicateWindow))
+	return keys, nil
+}
+
+// MaintenanceMetrics are the Prometheus metrics of scheduled maintenance.
+// A nil *MaintenanceMetrics records nothing.
+type MaintenanceMetrics struct {
+	runs    *prometheus.CounterVec
+	deleted *prometheus.CounterVec
+	lastOK  map[string]prometheus.Gauge
+}
+
+// NewMaintenanceMetrics creates the metrics and registers them with reg:
+// webhookd_maintenance_runs_total{job,result},
+// webhookd_retention_rows_deleted_total{table},
+// webhookd_retention_last_success_timestamp_seconds and
+// webhookd_duplicate_check_last_success_timestamp_seconds.
+func NewMaintenanceMetrics(reg prometheus.Registerer) *MaintenanceMetrics {
+	m := &MaintenanceMetrics{
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhookd_maintenance_runs_total",
+			Help: "Scheduled maintenance runs by job (retention, duplicate_check) and result (success, error, skipped, canceled).",
+		}, []string{"job", "result"}),
+		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhookd_retention_rows_deleted_total",
+			Help: "Rows deleted by retention, by table.",
+		}, []string{"table"}),
+		lastOK: map[string]prometheus.Gauge{
+			dedupe.KindRetention: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "webhookd_retention_last_success_timestamp_seconds",
+				Help: "Unix time of the latest successful retention run on any replica (read from the database at start); 0 if none. Alert when it falls behind.",
+			}),
+			dedupe.KindDuplicateCheck: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "webhookd_duplicate_check_last_success_timestamp_seconds",
+				Help: "Unix time of the latest successful duplicate check; 0 if none.",
+			}),
+		},
+	}
+	reg.MustRegister(m.runs, m.deleted, m.lastOK[dedupe.KindRetention], m.lastOK[dedupe.KindDuplicateCheck])
+	return m
+}
+
+func (m *MaintenanceMetrics) run(job, result string) {
+	if m != nil {
+		m.runs.WithLabelValues(job, result).Inc()
+	}
+}
+
+func (m *MaintenanceMetrics) lastSuccess(job string, t time.Time) {
+	if m != nil {
+		m.lastOK[job].Set(float64(t.UnixNano()) / 1e9)
+	}
+}
+
+func (m *MaintenanceMetrics) retentionDeleted(r dedupe.RetentionResult) {
+	if m == nil {
+		return
+	}
+	for table, n := range map[string]int64{
+		"events": r.Events, "job_runs": r.Runs, "delivery_attempts": r.Attempts, "maintenance_runs": r.MaintenanceRuns,
+	} {
+		if n > 0 {
+			m.deleted.WithLabelValues(table).Add(float64(n))
+		}
+	}
+}
