@@ -1,0 +1,186 @@
+// Package pipelinetest wires a whole webhookd pipeline in one test process
+// (gateway, group commit, relay, worker) against the test's own Postgres
+// schema and Redis DB, with real destinations given as URLs.
+package pipelinetest
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway"
+	"github.com/webhookd/webhookd/gateway/eventid"
+	"github.com/webhookd/webhookd/gateway/verify"
+	"github.com/webhookd/webhookd/internal/pgtest"
+	"github.com/webhookd/webhookd/internal/redistest"
+	"github.com/webhookd/webhookd/jobs"
+)
+
+// Secret signs the test source's webhooks (Stripe scheme).
+const Secret = "whsec_pipeline_test"
+
+// Source is the test source's name.
+const Source = "stripe"
+
+// Options adjust the pipeline.
+type Options struct {
+	// Destinations maps destination names to URLs. Required.
+	Destinations map[string]string
+	// MaxAttempts applies to every destination. Defaults to 5.
+	MaxAttempts int
+	// Lease defaults to 30s.
+	Lease time.Duration
+	// NoWorker leaves the worker out (to inspect the queue).
+	NoWorker bool
+	// Order, when set, orders events by these json: paths.
+	OrderEntity, OrderVersion string
+	// Schema and Redis reuse existing ones (a second replica).
+	Schema *pgtest.Schema
+	Redis  *redistest.DB
+}
+
+// Pipeline is a running in-process webhookd.
+type Pipeline struct {
+	Schema   *pgtest.Schema
+	Redis    *redistest.DB
+	Store    *dedupe.Store
+	Enqueuer *jobs.Enqueuer
+	Relay    *jobs.Relay
+	Server   *httptest.Server
+	Verify   verify.Config
+	Routes   jobs.Routes
+}
+
+// Start starts a pipeline; everything stops at test cleanup.
+func Start(t testing.TB, opts Options) *Pipeline {
+	t.Helper()
+	if opts.Schema == nil {
+		opts.Schema = pgtest.New(t)
+	}
+	if opts.Redis == nil {
+		opts.Redis = redistest.New(t)
+	}
+	if opts.MaxAttempts == 0 {
+		opts.MaxAttempts = 5
+	}
+	if opts.Lease == 0 {
+		opts.Lease = 30 * time.Second
+	}
+	log := slog.New(slog.NewJSONHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := context.WithCancel(context.Background())
+
+	store := dedupe.New(opts.Schema.Pool)
+	batcher := dedupe.NewBatcher(opts.Schema.Pool, dedupe.BatcherConfig{})
+	routes := jobs.Routes{Source: {}}
+	for name, url := range opts.Destinations {
+		routes[Source][name] = jobs.Destination{Name: name, URL: url, Timeout: 5 * time.Second, MaxAttempts: opts.MaxAttempts}.WithDefaults()
+	}
+	client := asynq.NewClientFromRedisClient(opts.Redis.Client)
+	enq := jobs.NewEnqueuer(client, opts.Redis.Queue, routes)
+	relay := jobs.NewRelay(store, enq, jobs.RelayConfig{Interval: 200 * time.Millisecond, MinAge: 500 * time.Millisecond, Logger: log})
+	done := make(chan struct{})
+	go func() { relay.Run(ctx); close(done) }()
+
+	var worker *jobs.Server
+	if !opts.NoWorker {
+		handler := jobs.NewHandler(store, jobs.HandlerConfig{
+			Routes: routes, Lease: opts.Lease, Backoff: jobs.Backoff{Base: 100 * time.Millisecond, Max: time.Second}, Logger: log,
+		})
+		worker = jobs.NewServer(opts.Redis.Client, handler, jobs.ServerConfig{Queue: opts.Redis.Queue, Concurrency: 16, ShutdownTimeout: 5 * time.Second, Logger: log})
+		if err := worker.Start(); err != nil {
+			t.Fatalf("starting worker: %v", err)
+		}
+	}
+
+	vcfg := verify.Config{Scheme: "stripe", Secrets: []string{Secret}}
+	v, err := verify.New(vcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := eventid.Parse("json:id")
+	src := gateway.Source{Name: Source, Scheme: "stripe", Verifier: v, EventID: id, Destinations: len(routes[Source])}
+	if opts.OrderEntity != "" {
+		e, _ := eventid.Parse(opts.OrderEntity)
+		ver, _ := eventid.Parse(opts.OrderVersion)
+		src.OrderEntity, src.OrderVersion = &e, &ver
+	}
+	srv := gateway.New(gateway.Config{
+		Sources:      map[string]gateway.Source{Source: src},
+		MaxBodyBytes: 64 << 10,
+		Registry:     prometheus.NewRegistry(),
+		Logger:       log,
+	}, batcher, relay)
+	ts := httptest.NewServer(srv)
+
+	t.Cleanup(func() {
+		ts.Close()
+		batcher.Close()
+		cancel()
+		<-done
+		if worker != nil {
+			worker.Shutdown()
+		}
+		_ = client.Close()
+	})
+	return &Pipeline{Schema: opts.Schema, Redis: opts.Redis, Store: store, Enqueuer: enq, Relay: relay, Server: ts, Verify: vcfg, Routes: routes}
+}
+
+// Send signs body as Stripe would and posts it to the test source.
+func (p *Pipeline) Send(t testing.TB, body []byte) (int, []byte) {
+	t.Helper()
+	h, _, err := verify.Sign(p.Verify, body, time.Now(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Post(t, "/webhooks/"+Source, h, body)
+}
+
+// Post posts body with headers to path on the gateway.
+func (p *Pipeline) Post(t testing.TB, path string, h http.Header, body []byte) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, p.Server.URL+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Errorf("post: %v", err)
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// Eventually polls cond every 50ms until it holds or timeout passes.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// testWriter sends log lines to t.Log.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
