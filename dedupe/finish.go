@@ -105,30 +105,3 @@ func (s *Store) Finish(ctx context.Context, key string, f Finish) (Finished, err
 	}
 	return out, nil
 }
-
-// advanceVersionSQL records version as the newest forwarded for the entity
-// unless a newer one is already there. The row lock makes two workers
-// racing on one entity decide one after the other.
-const advanceVersionSQL = `
-INSERT INTO entity_versions AS v (source, destination, entity, version, key)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (source, destination, entity) DO UPDATE
-    SET version = EXCLUDED.version, key = EXCLUDED.key, updated_at = now()
-    WHERE webhookd_version_cmp(v.version, EXCLUDED.version) <= 0
-RETURNING true`
-
-// AdvanceVersion reports whether version may be forwarded to destination
-// for entity: true, and recorded as the newest, unless a newer version was
-// already forwarded. Versions compare as numbers when both parse as
-// numbers, as RFC 3339 times when both parse as times, else byte-wise.
-func (s *Store) AdvanceVersion(ctx context.Context, source, destination, entity, version, key string) (bool, error) {
-	var ok bool
-	err := s.pool.QueryRow(ctx, advanceVersionSQL, source, destination, entity, version, key).Scan(&ok)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("error checking entity version: %w", err)
-	}
-	return true, nil
-}

@@ -17,7 +17,8 @@ import (
 type runStore interface {
 	Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Claim, error)
 	Finish(ctx context.Context, key string, f dedupe.Finish) (dedupe.Finished, error)
-	AdvanceVersion(ctx context.Context, source, destination, entity, version, key string) (bool, error)
+	AdvanceVersion(ctx context.Context, source, destination, entity, version, key string, hold time.Duration) (dedupe.Version, error)
+	ReleaseVersion(ctx context.Context, source, destination, entity, key string) error
 }
 
 // Routes maps a source name to its destinations by name.
@@ -142,17 +143,38 @@ func (h *Handler) Deliver(ctx context.Context, p DeliverPayload) error {
 
 	ev := claim.Event
 	if ev.OrderEntity != "" {
-		fresh, err := h.store.AdvanceVersion(ctx, p.Source, p.Destination, ev.OrderEntity, ev.OrderVersion, key)
+		v, err := h.store.AdvanceVersion(ctx, p.Source, p.Destination, ev.OrderEntity, ev.OrderVersion, key, h.cfg.Lease)
 		if err != nil {
 			return h.finishRetry(ctx, log, p, key, claim.Call, callResult{kind: outcomeRetry, err: "ordering check failed"}, dest)
 		}
-		if !fresh {
+		if v.Outcome == dedupe.VersionBusy {
+			// Another event of the entity is being forwarded: wait for
+			// it, so the destination sees the two in order. Not an attempt.
+			wait := min(max(time.Until(v.BusyUntil), time.Second), h.cfg.Lease)
+			_, err := h.store.Finish(ctx, key, dedupe.Finish{Kind: dedupe.FinishHold, Call: claim.Call, HoldFor: wait, Lease: h.cfg.Lease})
+			if err != nil && !errors.Is(err, dedupe.ErrClaimLost) {
+				log.ErrorContext(ctx, "could not store the hold", slog.String("error", err.Error()))
+			}
+			log.InfoContext(ctx, "another event of the entity is in flight; waiting for it",
+				slog.String("entity", ev.OrderEntity), slog.String("version", ev.OrderVersion), durationMS("retry_in_ms", wait))
+			h.cfg.Metrics.outcome(p.Destination, "entity_busy")
+			return &RetryError{Delay: wait, Hold: true, Reason: "entity busy"}
+		}
+		if v.Outcome == dedupe.VersionFresh {
+			// Free the entity once this call's outcome is stored.
+			defer func() {
+				if err := h.store.ReleaseVersion(context.WithoutCancel(ctx), p.Source, p.Destination, ev.OrderEntity, key); err != nil {
+					log.WarnContext(ctx, "could not release the entity; it frees when the lease passes", slog.String("error", err.Error()))
+				}
+			}()
+		}
+		if v.Outcome == dedupe.VersionStale {
 			_, err := h.store.Finish(ctx, key, dedupe.Finish{Kind: dedupe.FinishStale, Call: claim.Call})
 			if err != nil && !errors.Is(err, dedupe.ErrClaimLost) {
 				return &RetryError{Delay: h.cfg.Backoff.Delay(1), Hold: true, Reason: "storing stale outcome failed"}
 			}
 			log.InfoContext(ctx, "newer version already forwarded; skipped as stale",
-				slog.String("entity", ev.OrderEntity), slog.String("version", ev.OrderVersion))
+				slog.String("entity", ev.OrderEntity), slog.String("version", ev.OrderVersion), slog.String("newest", v.Newest))
 			h.cfg.Metrics.outcome(p.Destination, dedupe.StatusSkippedStale)
 			return nil
 		}

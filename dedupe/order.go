@@ -1,0 +1,125 @@
+package dedupe
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// VersionOutcome says what the ordering guard decided for one call.
+type VersionOutcome int
+
+const (
+	// VersionFresh means the version is not older than any forwarded for
+	// the entity: it is now recorded as the newest, and the caller holds
+	// the entity until it calls [Store.ReleaseVersion] (or the hold
+	// passes). Forward it.
+	VersionFresh VersionOutcome = iota + 1
+	// VersionStale means a newer version was already forwarded (or is
+	// being forwarded): do not forward this one.
+	VersionStale
+	// VersionBusy means another key of the entity is being forwarded right
+	// now; try again after Version.BusyUntil (or sooner, once released).
+	VersionBusy
+)
+
+// String returns the outcome's name for logs.
+func (o VersionOutcome) String() string {
+	switch o {
+	case VersionFresh:
+		return "fresh"
+	case VersionStale:
+		return "stale"
+	case VersionBusy:
+		return "busy"
+	}
+	return "unknown"
+}
+
+// Version is the result of [Store.AdvanceVersion].
+type Version struct {
+	Outcome VersionOutcome
+	// Newest is the newest version recorded for the entity.
+	Newest string
+	// BusyUntil is when the other key's hold on the entity ends, for
+	// VersionBusy.
+	BusyUntil time.Time
+}
+
+// advanceVersionSQL records $4 as the entity's newest forwarded version
+// and takes the entity for key $5 until $6 ms from now, unless a newer
+// version is recorded or another key holds the entity. The row lock of
+// the upsert makes two workers racing on one entity decide one after the
+// other; the hold makes their calls go one after the other, so the
+// destination never sees the older version after the newer one.
+const advanceVersionSQL = `
+INSERT INTO entity_versions AS v (source, destination, entity, version, key, inflight_key, inflight_until)
+VALUES ($1, $2, $3, $4, $5, $5, now() + $6 * interval '1 millisecond')
+ON CONFLICT (source, destination, entity) DO UPDATE
+    SET version = EXCLUDED.version, key = EXCLUDED.key, updated_at = now(),
+        inflight_key = EXCLUDED.inflight_key, inflight_until = EXCLUDED.inflight_until
+    WHERE webhookd_version_cmp(v.version, EXCLUDED.version) <= 0
+      AND (v.inflight_key IS NULL OR v.inflight_key = EXCLUDED.key OR v.inflight_until <= now())
+RETURNING v.version`
+
+// versionStateSQL explains a refused advance: stale (a newer version is
+// recorded) or busy (another key holds the entity). It runs after the
+// upsert, so it sees the row that refused it or a later one.
+const versionStateSQL = `
+SELECT v.version, webhookd_version_cmp(v.version, $4) > 0, COALESCE(v.inflight_until, now())
+FROM entity_versions v
+WHERE v.source = $1 AND v.destination = $2 AND v.entity = $3`
+
+// AdvanceVersion decides whether version of entity may be forwarded to
+// destination as key, in one atomic statement: VersionFresh (recorded as
+// the newest, and the entity held for key for hold), VersionStale (a
+// newer version was already forwarded or is in flight) or VersionBusy
+// (another key's call for the entity is in flight). Versions compare as
+// numbers when both parse as numbers, as RFC 3339 times when both parse
+// as times, else byte-wise.
+func (s *Store) AdvanceVersion(ctx context.Context, source, destination, entity, version, key string, hold time.Duration) (Version, error) {
+	rows, err := s.pool.Query(ctx, advanceVersionSQL, source, destination, entity, version, key, hold.Milliseconds())
+	if err != nil {
+		return Version{}, fmt.Errorf("error checking entity version: %w", err)
+	}
+	var newest string
+	fresh := false
+	for rows.Next() {
+		if err := rows.Scan(&newest); err != nil {
+			rows.Close()
+			return Version{}, fmt.Errorf("error checking entity version: %w", err)
+		}
+		fresh = true
+	}
+	if err := rows.Err(); err != nil {
+		return Version{}, fmt.Errorf("error checking entity version: %w", err)
+	}
+	if fresh {
+		return Version{Outcome: VersionFresh, Newest: newest}, nil
+	}
+	var (
+		stale bool
+		until time.Time
+	)
+	if err := s.pool.QueryRow(ctx, versionStateSQL, source, destination, entity, version).Scan(&newest, &stale, &until); err != nil {
+		return Version{}, fmt.Errorf("error checking entity version: %w", translate(err))
+	}
+	if stale {
+		return Version{Outcome: VersionStale, Newest: newest}, nil
+	}
+	return Version{Outcome: VersionBusy, Newest: newest, BusyUntil: until}, nil
+}
+
+const releaseVersionSQL = `
+UPDATE entity_versions SET inflight_key = NULL, inflight_until = NULL
+WHERE source = $1 AND destination = $2 AND entity = $3 AND inflight_key = $4`
+
+// ReleaseVersion ends key's hold on entity, taken by a VersionFresh
+// [Store.AdvanceVersion], once its call's outcome is stored. Releasing a
+// hold that passed or was never taken does nothing.
+func (s *Store) ReleaseVersion(ctx context.Context, source, destination, entity, key string) error {
+	if _, err := s.pool.Exec(ctx, releaseVersionSQL, source, destination, entity, key); err != nil {
+		return fmt.Errorf("error releasing entity: %w", err)
+	}
+	return nil
+}
