@@ -31,17 +31,33 @@ const Secret = "whsec_pipeline_test"
 // Source is the test source's name.
 const Source = "stripe"
 
+// SourceSpec is one configured source of the pipeline.
+type SourceSpec struct {
+	// Name is the :source path segment.
+	Name string
+	// Verify is the source's verification. A twilio source without
+	// PublicURL gets the test server's URL + /webhooks/<Name>.
+	Verify verify.Config
+	// EventID is the event id spec; "" means the scheme's default.
+	EventID string
+	// Destinations maps destination names to URLs.
+	Destinations map[string]string
+}
+
 // Options adjust the pipeline.
 type Options struct {
-	// Destinations maps destination names to URLs. Required.
+	// Destinations maps destination names to URLs of the default Stripe
+	// source (Source, signed with Secret). Required unless Sources is set.
 	Destinations map[string]string
+	// Sources, when set, replace the default Stripe source.
+	Sources []SourceSpec
 	// MaxAttempts applies to every destination. Defaults to 5.
 	MaxAttempts int
 	// Lease defaults to 30s.
 	Lease time.Duration
 	// NoWorker leaves the worker out (to inspect the queue).
 	NoWorker bool
-	// Order, when set, orders events by these json: paths.
+	// Order, when set, orders every source's events by these json: paths.
 	OrderEntity, OrderVersion string
 	// Schema and Redis reuse existing ones (a second replica).
 	Schema *pgtest.Schema
@@ -56,8 +72,12 @@ type Pipeline struct {
 	Enqueuer *jobs.Enqueuer
 	Relay    *jobs.Relay
 	Server   *httptest.Server
-	Verify   verify.Config
-	Routes   jobs.Routes
+	// Verify is the default Stripe source's verification (for Send).
+	Verify verify.Config
+	// Sources holds every source's verification as configured (twilio's
+	// PublicURL filled in), by name.
+	Sources map[string]verify.Config
+	Routes  jobs.Routes
 }
 
 // Start starts a pipeline; everything stops at test cleanup.
@@ -80,9 +100,17 @@ func Start(t testing.TB, opts Options) *Pipeline {
 
 	store := dedupe.New(opts.Schema.Pool)
 	batcher := dedupe.NewBatcher(opts.Schema.Pool, dedupe.BatcherConfig{})
-	routes := jobs.Routes{Source: {}}
-	for name, url := range opts.Destinations {
-		routes[Source][name] = jobs.Destination{Name: name, URL: url, Timeout: 5 * time.Second, MaxAttempts: opts.MaxAttempts}.WithDefaults()
+	defaultVerify := verify.Config{Scheme: "stripe", Secrets: []string{Secret}}
+	specs := opts.Sources
+	if len(specs) == 0 {
+		specs = []SourceSpec{{Name: Source, Verify: defaultVerify, EventID: "json:id", Destinations: opts.Destinations}}
+	}
+	routes := jobs.Routes{}
+	for _, spec := range specs {
+		routes[spec.Name] = map[string]jobs.Destination{}
+		for name, url := range spec.Destinations {
+			routes[spec.Name][name] = jobs.Destination{Name: name, URL: url, Timeout: 5 * time.Second, MaxAttempts: opts.MaxAttempts}.WithDefaults()
+		}
 	}
 	client := asynq.NewClientFromRedisClient(opts.Redis.Client)
 	enq := jobs.NewEnqueuer(client, opts.Redis.Queue, routes)
@@ -101,25 +129,46 @@ func Start(t testing.TB, opts Options) *Pipeline {
 		}
 	}
 
-	vcfg := verify.Config{Scheme: "stripe", Secrets: []string{Secret}}
-	v, err := verify.New(vcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, _ := eventid.Parse("json:id")
-	src := gateway.Source{Name: Source, Scheme: "stripe", Verifier: v, EventID: id, Destinations: len(routes[Source])}
-	if opts.OrderEntity != "" {
-		e, _ := eventid.Parse(opts.OrderEntity)
-		ver, _ := eventid.Parse(opts.OrderVersion)
-		src.OrderEntity, src.OrderVersion = &e, &ver
+	// The listener exists before the server starts, so a twilio source
+	// can be told the URL it is reached at.
+	ts := httptest.NewUnstartedServer(nil)
+	baseURL := "http://" + ts.Listener.Addr().String()
+	sources := make(map[string]gateway.Source, len(specs))
+	vcfgs := make(map[string]verify.Config, len(specs))
+	for _, spec := range specs {
+		vcfg := spec.Verify
+		if vcfg.Scheme == verify.SchemeTwilio && vcfg.PublicURL == "" {
+			vcfg.PublicURL = baseURL + "/webhooks/" + spec.Name
+		}
+		v, err := verify.New(vcfg)
+		if err != nil {
+			t.Fatalf("source %s: %v", spec.Name, err)
+		}
+		idSpec := spec.EventID
+		if idSpec == "" {
+			idSpec = verify.DefaultEventID(vcfg.Scheme)
+		}
+		id, err := eventid.Parse(idSpec)
+		if err != nil {
+			t.Fatalf("source %s: %v", spec.Name, err)
+		}
+		src := gateway.Source{Name: spec.Name, Scheme: vcfg.Scheme, Verifier: v, EventID: id, Destinations: len(routes[spec.Name])}
+		if opts.OrderEntity != "" {
+			e, _ := eventid.Parse(opts.OrderEntity)
+			ver, _ := eventid.Parse(opts.OrderVersion)
+			src.OrderEntity, src.OrderVersion = &e, &ver
+		}
+		sources[spec.Name] = src
+		vcfgs[spec.Name] = vcfg
 	}
 	srv := gateway.New(gateway.Config{
-		Sources:      map[string]gateway.Source{Source: src},
+		Sources:      sources,
 		MaxBodyBytes: 64 << 10,
 		Registry:     prometheus.NewRegistry(),
 		Logger:       log,
 	}, batcher, relay)
-	ts := httptest.NewServer(srv)
+	ts.Config.Handler = srv
+	ts.Start()
 
 	t.Cleanup(func() {
 		ts.Close()
@@ -131,7 +180,7 @@ func Start(t testing.TB, opts Options) *Pipeline {
 		}
 		_ = client.Close()
 	})
-	return &Pipeline{Schema: opts.Schema, Redis: opts.Redis, Store: store, Enqueuer: enq, Relay: relay, Server: ts, Verify: vcfg, Routes: routes}
+	return &Pipeline{Schema: opts.Schema, Redis: opts.Redis, Store: store, Enqueuer: enq, Relay: relay, Server: ts, Verify: defaultVerify, Sources: vcfgs, Routes: routes}
 }
 
 // Send signs body as Stripe would and posts it to the test source.
@@ -144,7 +193,8 @@ func (p *Pipeline) Send(t testing.TB, body []byte) (int, []byte) {
 	return p.Post(t, "/webhooks/"+Source, h, body)
 }
 
-// Post posts body with headers to path on the gateway.
+// Post posts body with headers to path (which may carry a query) on the
+// gateway. Content-Type defaults to application/json.
 func (p *Pipeline) Post(t testing.TB, path string, h http.Header, body []byte) (int, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, p.Server.URL+path, bytes.NewReader(body))
@@ -154,7 +204,9 @@ func (p *Pipeline) Post(t testing.TB, path string, h http.Header, body []byte) (
 	for k, v := range h {
 		req.Header[k] = v
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Errorf("post: %v", err)
