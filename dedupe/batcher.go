@@ -100,6 +100,14 @@ func (b *Batcher) Record(ctx context.Context, ev Event) (Recorded, error) {
 		req.event = Event{}
 		requestPool.Put(req)
 		return res.rec, res.err
+	case <-b.done:
+		// The loop is gone; it may have answered just before leaving.
+		select {
+		case res := <-req.result:
+			return res.rec, res.err
+		default:
+			return Recorded{}, ErrBatcherClosed
+		}
 	case <-ctx.Done():
 		// The request stays owned by the batch; it is not reused.
 		return Recorded{}, ctx.Err()

@@ -109,6 +109,8 @@ func (d duration) std() time.Duration { return time.Duration(d) }
 var (
 	nameRE = regexp.MustCompile(`^[a-z0-9_-]+$`)
 	varRE  = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	// unknownFieldRE rewrites yaml's "field x not found in type main.y".
+	unknownFieldRE = regexp.MustCompile(`field (\S+) not found in type \S+`)
 )
 
 // loadConfig reads path, expands ${VAR} from the environment, decodes it
@@ -143,7 +145,9 @@ func parseConfig(path string, raw []byte, lookup func(string) (string, bool)) (*
 	dec := yaml.NewDecoder(bytes.NewReader(expanded))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		msg = unknownFieldRE.ReplaceAllString(msg, `unknown key "$1"`)
+		return nil, fmt.Errorf("%s: %s", path, msg)
 	}
 	cfg.root = &root
 

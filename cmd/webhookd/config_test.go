@@ -1,0 +1,178 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const validConfig = `
+listen: ":9999"
+database_url: postgres://postgres@127.0.0.1:5432/webhookd
+redis_url: redis://127.0.0.1:6379/0
+admin_token: ${TOKEN}
+retention: 48h
+lease: 1m
+sources:
+  - name: stripe
+    verify:
+      scheme: stripe
+      secrets: ["${STRIPE_SECRET}", "whsec_old"]
+      tolerance: 5m
+    order:
+      entity: json:data.object.id
+      version: json:created
+    destinations:
+      - name: billing
+        url: http://127.0.0.1:9000/hooks/stripe
+        timeout: 10s
+        max_attempts: 3
+        signing_secret: ${SIGNING}
+  - name: gh
+    verify:
+      scheme: github
+      secrets: ["s3cr3t"]
+    destinations:
+      - name: ci
+        url: https://ci.example.com/hook
+`
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+func TestParseConfig(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseConfig("w.yaml", []byte(validConfig), env(map[string]string{
+		"TOKEN": "tok", "STRIPE_SECRET": "whsec_new", "SIGNING": "sign",
+		"DATABASE_URL": "postgres://postgres@db:5432/prod",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.AdminToken != "tok" || cfg.Sources[0].Verify.Secrets[0] != "whsec_new" {
+		t.Errorf("${VAR} not expanded: token %q, secret %q", cfg.AdminToken, cfg.Sources[0].Verify.Secrets[0])
+	}
+	if cfg.DatabaseURL != "postgres://postgres@db:5432/prod" {
+		t.Errorf("DATABASE_URL did not override the file: %s", cfg.DatabaseURL)
+	}
+	if cfg.Lease.std() != time.Minute || cfg.Worker.SweepEvery.std() != 30*time.Second {
+		t.Errorf("lease %s, sweep interval %s; want 1m and lease/2", cfg.Lease.std(), cfg.Worker.SweepEvery.std())
+	}
+	routes := cfg.routes()
+	if d := routes["stripe"]["billing"]; d.MaxAttempts != 3 || d.Timeout != 10*time.Second || d.SigningSecret != "sign" {
+		t.Errorf("billing destination: %+v", d)
+	}
+	if d := routes["gh"]["ci"]; d.MaxAttempts != 20 || d.Timeout != 10*time.Second {
+		t.Errorf("defaults not applied: %+v", d)
+	}
+	sources, err := cfg.gatewaySources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sources["stripe"].OrderEntity == nil || sources["gh"].OrderEntity != nil {
+		t.Errorf("order extractors: %+v", sources)
+	}
+	if got := sources["gh"].EventID.String(); got != "header:X-GitHub-Delivery" {
+		t.Errorf("github default event id = %q", got)
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	t.Parallel()
+	base := func(edit func(string) string) string { return edit(validConfig) }
+	cases := []struct {
+		name       string
+		givenYAML  string
+		expectText []string
+	}{
+		{
+			name:       "unknown top-level key",
+			givenYAML:  base(func(s string) string { return s + "lsiten: x\n" }),
+			expectText: []string{"w.yaml", "line 30", `unknown key "lsiten"`},
+		},
+		{
+			name:       "unknown nested key",
+			givenYAML:  strings.Replace(validConfig, "timeout: 10s", "timeot: 10s", 1),
+			expectText: []string{"line 20", `unknown key "timeot"`},
+		},
+		{
+			name:       "bad duration",
+			givenYAML:  strings.Replace(validConfig, "lease: 1m", "lease: soon", 1),
+			expectText: []string{"line 7", `"soon" is not a duration`},
+		},
+		{
+			name:       "bad destination url",
+			givenYAML:  strings.Replace(validConfig, "https://ci.example.com/hook", "ci.example.com/hook", 1),
+			expectText: []string{"w.yaml:29", "sources[1].destinations[0].url", "absolute http(s) URL"},
+		},
+		{
+			name:       "duplicate source",
+			givenYAML:  strings.Replace(validConfig, "name: gh", "name: stripe", 1),
+			expectText: []string{"w.yaml:23", "sources[1].name", `duplicate source name "stripe"`},
+		},
+		{
+			name: "duplicate destination",
+			givenYAML: strings.Replace(validConfig, "      - name: ci\n        url: https://ci.example.com/hook",
+				"      - name: ci\n        url: https://ci.example.com/hook\n      - name: ci\n        url: https://ci.example.com/other", 1),
+			expectText: []string{"sources[1].destinations[1].name", `duplicate destination name "ci"`},
+		},
+		{
+			name:       "bad source name",
+			givenYAML:  strings.Replace(validConfig, "name: gh", "name: GitHub", 1),
+			expectText: []string{"sources[1].name", "[a-z0-9_-]+"},
+		},
+		{
+			name:       "unknown scheme",
+			givenYAML:  strings.Replace(validConfig, "scheme: github", "scheme: gitlab", 1),
+			expectText: []string{"sources[1].verify", "gitlab"},
+		},
+		{
+			name:       "missing secret",
+			givenYAML:  strings.Replace(validConfig, `secrets: ["s3cr3t"]`, `secrets: []`, 1),
+			expectText: []string{"sources[1].verify", "secrets"},
+		},
+		{
+			name:       "bad event id spec",
+			givenYAML:  strings.Replace(validConfig, "    destinations:\n      - name: ci", "    event_id: xml:id\n    destinations:\n      - name: ci", 1),
+			expectText: []string{"sources[1].event_id"},
+		},
+		{
+			name:       "timeout not shorter than lease",
+			givenYAML:  strings.Replace(validConfig, "timeout: 10s", "timeout: 2m", 1),
+			expectText: []string{"sources[0].destinations[0].timeout", "shorter than lease"},
+		},
+		{
+			name:       "bad redis url",
+			givenYAML:  strings.Replace(validConfig, "redis://127.0.0.1:6379/0", "http://nope", 1),
+			expectText: []string{"redis_url"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := parseConfig("w.yaml", []byte(tc.givenYAML), env(map[string]string{"STRIPE_SECRET": "whsec_topsecret"}))
+			if err == nil {
+				t.Fatal("expected an error")
+			}
+			for _, want := range tc.expectText {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not mention %q", err, want)
+				}
+			}
+			if strings.Contains(err.Error(), "whsec_topsecret") || strings.Contains(err.Error(), "s3cr3t") {
+				t.Errorf("error leaks a secret: %q", err)
+			}
+		})
+	}
+}
+
+func TestExampleConfigIsValid(t *testing.T) {
+	t.Parallel()
+	if _, err := loadConfig("../../webhookd.example.yaml"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,162 @@
+package dedupe_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/internal/pgtest"
+)
+
+func event(source, id string) dedupe.Event {
+	return dedupe.Event{
+		Source: source, ExternalID: id, ContentType: "application/json",
+		Headers: []byte(`{"X-Test":["1"]}`), Payload: []byte(`{"id":"` + id + `"}`),
+	}
+}
+
+func TestRecordBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := pgtest.New(t)
+
+	t.Run("copies within one batch count as repeats in order", func(t *testing.T) {
+		got, err := dedupe.RecordBatch(ctx, schema.Pool, []dedupe.Event{
+			event("s", "a"), event("s", "b"), event("s", "a"), event("t", "a"), event("s", "a"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []struct {
+			inserted   bool
+			deliveries int
+		}{{true, 1}, {true, 1}, {false, 2}, {true, 1}, {false, 3}}
+		for i, w := range want {
+			if got[i].Inserted != w.inserted || got[i].Deliveries != w.deliveries || !got[i].Pending {
+				t.Errorf("event %d: got %+v, want inserted=%v deliveries=%d pending", i, got[i], w.inserted, w.deliveries)
+			}
+		}
+		var deliveries int
+		if err := schema.Pool.QueryRow(ctx, `SELECT deliveries FROM events WHERE source='s' AND external_id='a'`).Scan(&deliveries); err != nil {
+			t.Fatal(err)
+		}
+		if deliveries != 3 {
+			t.Errorf("stored deliveries = %d, want 3", deliveries)
+		}
+	})
+
+	t.Run("a later batch sees repeats and run statuses", func(t *testing.T) {
+		if _, err := schema.Pool.Exec(ctx, `INSERT INTO job_runs (key, source, external_id, destination, status, max_attempts)
+VALUES ('s:d:b', 's', 'b', 'd', 'done', 3)`); err != nil {
+			t.Fatal(err)
+		}
+		if err := dedupe.MarkEnqueued(ctx, schema.Pool, []dedupe.EventRef{{Source: "s", ExternalID: "b"}}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := dedupe.RecordBatch(ctx, schema.Pool, []dedupe.Event{event("s", "b")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := got[0]
+		if r.Inserted || r.Deliveries != 2 || r.Pending || len(r.RunStatuses) != 1 || r.RunStatuses[0] != "done" {
+			t.Fatalf("got %+v", r)
+		}
+		if s := dedupe.EventState(r.Pending, r.RunStatuses, 1); s != "done" {
+			t.Errorf("state = %s, want done", s)
+		}
+	})
+
+	t.Run("payload and headers are stored as received", func(t *testing.T) {
+		ev := event("raw", "x")
+		ev.Payload = []byte{0x00, 0xff, '{', '}'}
+		if _, err := dedupe.RecordBatch(ctx, schema.Pool, []dedupe.Event{ev}); err != nil {
+			t.Fatal(err)
+		}
+		var payload []byte
+		var header string
+		if err := schema.Pool.QueryRow(ctx, `SELECT payload, headers->'X-Test'->>0 FROM events WHERE source='raw'`).Scan(&payload, &header); err != nil {
+			t.Fatal(err)
+		}
+		if string(payload) != string(ev.Payload) || header != "1" {
+			t.Errorf("stored payload %q header %q", payload, header)
+		}
+	})
+}
+
+// TestBatcherConcurrentCopies has many goroutines record copies of the
+// same events at once: exactly one insert per event, and the delivery
+// numbers handed out are exactly 1..copies.
+func TestBatcherConcurrentCopies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := pgtest.New(t)
+	b := dedupe.NewBatcher(schema.Pool, dedupe.BatcherConfig{MaxBatch: 16, MaxInFlight: 3})
+	defer b.Close()
+
+	const events, copies = 30, 12
+	type answer struct {
+		inserted   bool
+		deliveries int
+	}
+	answers := make([][]answer, events)
+	for i := range answers {
+		answers[i] = make([]answer, copies)
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for e := range events {
+		for c := range copies {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				rec, err := b.Record(ctx, event("s", fmt.Sprintf("evt_%d", e)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				answers[e][c] = answer{rec.Inserted, rec.Deliveries}
+			}()
+		}
+	}
+	close(start)
+	wg.Wait()
+	for e := range events {
+		inserted := 0
+		seen := map[int]bool{}
+		for _, a := range answers[e] {
+			if a.inserted {
+				inserted++
+			}
+			seen[a.deliveries] = true
+		}
+		if inserted != 1 {
+			t.Errorf("event %d inserted %d times", e, inserted)
+		}
+		for n := 1; n <= copies; n++ {
+			if !seen[n] {
+				t.Errorf("event %d: delivery number %d never handed out (%v)", e, n, answers[e])
+				break
+			}
+		}
+	}
+	var rows, total int
+	if err := schema.Pool.QueryRow(ctx, `SELECT count(*), sum(deliveries) FROM events`).Scan(&rows, &total); err != nil {
+		t.Fatal(err)
+	}
+	if rows != events || total != events*copies {
+		t.Fatalf("%d rows with %d deliveries, want %d and %d", rows, total, events, events*copies)
+	}
+}
+
+func TestBatcherClosed(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.New(t)
+	b := dedupe.NewBatcher(schema.Pool, dedupe.BatcherConfig{})
+	b.Close()
+	if _, err := b.Record(context.Background(), event("s", "late")); err != dedupe.ErrBatcherClosed {
+		t.Fatalf("got %v, want ErrBatcherClosed", err)
+	}
+}
