@@ -122,7 +122,12 @@ WITH claimed AS (
            OR (r.status = 'running' AND r.held_until IS NOT NULL AND r.held_until <= now())
     RETURNING true AS claimed, r.status, r.calls, r.attempts, r.result, r.lease_until
 ), current AS (
-    SELECT false AS claimed, r.status, r.calls, r.attempts, r.result,
+    -- Read in the statement's snapshot: a row the upsert would have taken
+    -- but did not was taken by a concurrent claim that committed while
+    -- this one waited for the row, so it is running elsewhere now.
+    SELECT false AS claimed,
+           CASE WHEN r.status = 'failed' AND NOT r.permanent THEN 'running' ELSE r.status END,
+           r.calls, r.attempts, r.result,
            COALESCE(r.held_until, r.lease_until) AS retry_at
     FROM job_runs r
     WHERE r.key = $1 AND NOT EXISTS (SELECT 1 FROM claimed)
