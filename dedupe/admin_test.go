@@ -1,0 +1,252 @@
+package dedupe_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/dedupe"
+)
+
+// insertRun adds a job_runs row in a given state.
+func (b *bundle) insertRun(t *testing.T, id, dest string, gen int, status string) {
+	t.Helper()
+	key := fmt.Sprintf("src:%s:%s", dest, id)
+	if gen > 1 {
+		key += fmt.Sprintf("#%d", gen)
+	}
+	b.exec(t, `INSERT INTO job_runs (key, source, external_id, destination, generation, status, max_attempts)
+VALUES ($1, 'src', $2, $3, $4, $5, 5)`, key, id, dest, gen, status)
+}
+
+func TestListEventsStatesMatchEventState(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	type run struct {
+		dest   string
+		gen    int
+		status string
+	}
+	cases := []struct {
+		id      string
+		pending bool
+		runs    []run
+	}{
+		{id: "e-received", pending: true},
+		{id: "e-queued", runs: nil},
+		{id: "e-half", runs: []run{{"a", 1, "done"}}},
+		{id: "e-done", runs: []run{{"a", 1, "done"}, {"b", 1, "done"}}},
+		{id: "e-failed", runs: []run{{"a", 1, "failed"}, {"b", 1, "done"}}},
+		{id: "e-dead", runs: []run{{"a", 1, "dead"}, {"b", 1, "failed"}}},
+		{id: "e-running", runs: []run{{"a", 1, "running"}, {"b", 1, "done"}}},
+		{id: "e-stale", runs: []run{{"a", 1, "skipped_stale"}, {"b", 1, "skipped_stale"}}},
+		// A forced replay that succeeded supersedes the failed generation.
+		{id: "e-forced", runs: []run{{"a", 1, "failed"}, {"a", 2, "done"}, {"b", 1, "done"}}},
+	}
+	for _, c := range cases {
+		b.recordEvent(t, c.id)
+		if !c.pending {
+			if err := b.store.MarkEnqueued(ctx, []dedupe.EventRef{{Source: "src", ExternalID: c.id}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, r := range c.runs {
+			b.insertRun(t, c.id, r.dest, r.gen, r.status)
+		}
+	}
+	dests := map[string]int{"src": 2}
+	page, err := b.store.ListEvents(ctx, dedupe.EventFilter{Destinations: dests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Events) != len(cases) {
+		t.Fatalf("listed %d events, want %d", len(page.Events), len(cases))
+	}
+	got := map[string]string{}
+	for _, e := range page.Events {
+		got[e.ExternalID] = e.State
+	}
+	for _, c := range cases {
+		latest := map[string]run{}
+		for _, r := range c.runs {
+			if r.gen >= latest[r.dest].gen {
+				latest[r.dest] = r
+			}
+		}
+		var statuses []string
+		for _, r := range latest {
+			statuses = append(statuses, r.status)
+		}
+		want := dedupe.EventState(c.pending, statuses, 2)
+		if got[c.id] != want {
+			t.Errorf("%s: state %q, want %q (as EventState)", c.id, got[c.id], want)
+		}
+		n, err := b.store.CountEvents(ctx, dedupe.EventFilter{State: want, Destinations: dests})
+		if err != nil || n < 1 {
+			t.Errorf("%s: count with state %s = %d, %v", c.id, want, n, err)
+		}
+	}
+	failed, err := b.store.ListEvents(ctx, dedupe.EventFilter{State: "failed", Destinations: dests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(failed.Events) != 1 || failed.Events[0].ExternalID != "e-failed" {
+		t.Errorf("state=failed listed %+v", failed.Events)
+	}
+}
+
+func TestListEventsPagesNewestFirst(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	all := ids("p", 25)
+	for _, id := range all {
+		b.recordEvent(t, id)
+	}
+	// Same received_at for several rows exercises the keyset tie-breakers.
+	b.exec(t, `UPDATE events SET received_at = now() - interval '1 hour' WHERE external_id < 'p010'`)
+	var seen []string
+	cursor := ""
+	for range 10 {
+		page, err := b.store.ListEvents(ctx, dedupe.EventFilter{Limit: 7, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range page.Events {
+			if i > 0 && e.ReceivedAt.After(page.Events[i-1].ReceivedAt) {
+				t.Errorf("page not newest first at %s", e.ExternalID)
+			}
+			seen = append(seen, e.ExternalID)
+		}
+		if page.Next == "" {
+			break
+		}
+		cursor = page.Next
+	}
+	slices.Sort(seen)
+	if !slices.Equal(seen, all) {
+		t.Fatalf("paging saw %d events (%v), want each of %d once", len(seen), seen, len(all))
+	}
+	n, err := b.store.CountEvents(ctx, dedupe.EventFilter{Until: time.Now().Add(-30 * time.Minute)})
+	if err != nil || n != 10 {
+		t.Errorf("count until 30m ago = %d, %v; want 10", n, err)
+	}
+	if _, err := b.store.ListEvents(ctx, dedupe.EventFilter{Cursor: "not a cursor!"}); !errors.Is(err, dedupe.ErrBadCursor) {
+		t.Errorf("bad cursor: %v, want ErrBadCursor", err)
+	}
+}
+
+func TestGetEventRunsAndAttempts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	b.recordEvent(t, "g1")
+	c := mustClaim(t, b, claimReq("g1", 3, time.Minute), dedupe.Claimed)
+	mustFinish(t, b, "src:dst:g1", dedupe.Finish{Kind: dedupe.FinishPermanent, Call: c.Call, Called: true, StatusCode: 400, Error: "destination refused: HTTP 400"})
+
+	d, err := b.store.GetEvent(ctx, "src", "g1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.State != dedupe.StatusFailed || len(d.Runs) != 1 || d.Runs[0].Status != "failed" || !d.Runs[0].Permanent {
+		t.Fatalf("detail: state %s runs %+v", d.State, d.Runs)
+	}
+	if len(d.Attempts) != 1 || d.Attempts[0].StatusCode != 400 || d.Attempts[0].Succeeded {
+		t.Fatalf("attempts %+v", d.Attempts)
+	}
+	if string(d.Payload) != `{"id":"g1"}` {
+		t.Errorf("payload %q", d.Payload)
+	}
+	if _, err := b.store.GetEvent(ctx, "src", "nope", 1); !errors.Is(err, dedupe.ErrNotFound) {
+		t.Errorf("missing event: %v, want ErrNotFound", err)
+	}
+}
+
+func TestReopenRunLetsTheClaimTakeItAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	b.recordEvent(t, "r1")
+	c := mustClaim(t, b, claimReq("r1", 1, time.Minute), dedupe.Claimed)
+	if f := mustFinish(t, b, "src:dst:r1", dedupe.Finish{Kind: dedupe.FinishRetry, Call: c.Call, Called: true, StatusCode: 500}); f.Status != dedupe.StatusDead {
+		t.Fatalf("status %s, want dead", f.Status)
+	}
+	mustClaim(t, b, claimReq("r1", 1, time.Minute), dedupe.Ended)
+
+	run, ok, err := b.store.ReopenRun(ctx, "src:dst:r1", "alice", "incident 42")
+	if err != nil || !ok {
+		t.Fatalf("reopen: %v %v", ok, err)
+	}
+	if run.Status != "failed" || run.Attempts != 0 || run.ReplayedBy != "alice" || run.ReplayReason != "incident 42" {
+		t.Fatalf("reopened run %+v", run)
+	}
+	c2 := mustClaim(t, b, claimReq("r1", 1, time.Minute), dedupe.Claimed)
+	if c2.Call != 2 {
+		t.Errorf("call %d, want 2 (calls keep counting)", c2.Call)
+	}
+	// Running: a reopen changes nothing.
+	if cur, ok, err := b.store.ReopenRun(ctx, "src:dst:r1", "bob", ""); err != nil || ok || cur.Status != "running" {
+		t.Errorf("reopen of a running run: %v %v %+v", ok, err, cur)
+	}
+	if _, _, err := b.store.ReopenRun(ctx, "src:dst:none", "bob", ""); !errors.Is(err, dedupe.ErrNotFound) {
+		t.Errorf("reopen of a missing run: %v", err)
+	}
+}
+
+func TestNewGenerationNumbersAndRecords(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	b.recordEvent(t, "n1")
+	b.insertRun(t, "n1", "dst", 1, "done")
+	key := func(g int) string { return fmt.Sprintf("src:dst:n1#%d", g) }
+	for want := 2; want <= 3; want++ {
+		run, err := b.store.NewGeneration(ctx, dedupe.NewGeneration{
+			Source: "src", ExternalID: "n1", Destination: "dst", MaxAttempts: 4, By: "carol", Reason: "resend", KeyFunc: key,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Generation != want || run.Key != key(want) || run.Status != "failed" || run.ReplayedBy != "carol" {
+			t.Fatalf("generation run %+v, want generation %d", run, want)
+		}
+		mustClaim(t, b, dedupe.ClaimRequest{Key: run.Key, Source: "src", ExternalID: "n1", Destination: "dst",
+			Generation: want, MaxAttempts: 4, Lease: time.Minute}, dedupe.Claimed)
+	}
+	_, err := b.store.NewGeneration(ctx, dedupe.NewGeneration{Source: "src", ExternalID: "missing", Destination: "dst", KeyFunc: key})
+	if !errors.Is(err, dedupe.ErrNotFound) {
+		t.Errorf("forced replay of a missing event: %v, want ErrNotFound", err)
+	}
+}
+
+func TestImportEventsIsIdempotent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	b.recordEvent(t, "live")
+	evs := []dedupe.Event{
+		{Source: "src", ExternalID: "live", Payload: []byte(`{"x":1}`)},
+		{Source: "src", ExternalID: "i1", Payload: []byte(`{"x":2}`)},
+		{Source: "src", ExternalID: "i1", Payload: []byte(`{"x":2}`)},
+	}
+	got, err := b.store.ImportEvents(ctx, evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []bool{false, true, false}) {
+		t.Fatalf("inserted %v", got)
+	}
+	again, err := b.store.ImportEvents(ctx, evs)
+	if err != nil || slices.Contains(again, true) {
+		t.Fatalf("rerun inserted %v, %v", again, err)
+	}
+	if n := b.count(t, `SELECT deliveries FROM events WHERE external_id = 'live'`); n != 1 {
+		t.Errorf("an import changed a live event's deliveries to %d", n)
+	}
+	if n := b.count(t, `SELECT count(*) FROM events WHERE enqueued_at IS NULL AND external_id = 'i1'`); n != 1 {
+		t.Errorf("imported event is not pending for the relay")
+	}
+}

@@ -1,0 +1,113 @@
+package dedupe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// reopenSQL hands a failed or dead run back to the queue side: status
+// failed, not permanent, attempts 0 (a replay starts a fresh budget of
+// max_attempts; calls keeps counting, so Webhookd-Attempt still grows).
+// [Store.Claim] then takes it like any retryable failure. A run that is
+// running, done or skipped_stale is left alone.
+const reopenSQL = `
+UPDATE job_runs SET
+    status = 'failed',
+    permanent = false,
+    attempts = 0,
+    completed_at = NULL,
+    lease_until = NULL,
+    held_until = NULL,
+    replayed_by = NULLIF($2, ''),
+    replay_reason = NULLIF($3, '')
+WHERE key = $1 AND status IN ('failed', 'dead')
+RETURNING ` + runColumns
+
+// ReopenRun makes the failed or dead run of key retryable again with the
+// same key, recording who asked (by) and why (reason). It reports false,
+// and changes nothing, when the run is in any other state (a claim may
+// have taken it meanwhile); it returns ErrNotFound when there is no run.
+func (s *Store) ReopenRun(ctx context.Context, key, by, reason string) (Run, bool, error) {
+	run, err := scanRun(s.pool.QueryRow(ctx, reopenSQL, key, by, reason))
+	if err == nil {
+		return run, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return Run{}, false, fmt.Errorf("error reopening run: %w", err)
+	}
+	cur, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM job_runs WHERE key = $1`, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Run{}, false, fmt.Errorf("run %s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return Run{}, false, fmt.Errorf("error reading run: %w", err)
+	}
+	return cur, false, nil
+}
+
+// NewGeneration is what [Store.NewGeneration] needs to record a forced
+// replay.
+type NewGeneration struct {
+	Source      string
+	ExternalID  string
+	Destination string
+	// MaxAttempts is the destination's max_attempts.
+	MaxAttempts int
+	// By and Reason record who forced the replay and why.
+	By, Reason string
+	// KeyFunc returns the job key of a generation (jobs.Key).
+	KeyFunc func(generation int) string
+}
+
+// lockEventSQL serialises forced replays of one event, so two at once get
+// generations N+1 and N+2.
+const lockEventSQL = `SELECT 1 FROM events WHERE source = $1 AND external_id = $2 FOR UPDATE`
+
+const nextGenerationSQL = `
+SELECT COALESCE(max(generation), 0) + 1 FROM job_runs
+WHERE source = $1 AND external_id = $2 AND destination = $3`
+
+// insertGenerationSQL records a forced replay's run before it is enqueued,
+// as failed (retryable) with no attempts, so the claim takes it and the
+// run is visible even if the enqueue fails.
+const insertGenerationSQL = `
+INSERT INTO job_runs
+    (key, source, external_id, destination, generation, status, attempts, calls, max_attempts,
+     last_error, replayed_by, replay_reason)
+VALUES ($1, $2, $3, $4, $5, 'failed', 0, 0, $6, 'forced replay: waiting for a worker', $7, NULLIF($8, ''))
+RETURNING ` + runColumns
+
+// NewGeneration records a forced replay of an event to one destination:
+// a new run with generation max(existing) + 1 (at least 2) and the key
+// KeyFunc gives it. It returns ErrNotFound when the event does not exist.
+func (s *Store) NewGeneration(ctx context.Context, g NewGeneration) (Run, error) {
+	var run Run
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var one int
+		if err := tx.QueryRow(ctx, lockEventSQL, g.Source, g.ExternalID).Scan(&one); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("event %s/%s: %w", g.Source, g.ExternalID, ErrNotFound)
+			}
+			return err
+		}
+		var gen int
+		if err := tx.QueryRow(ctx, nextGenerationSQL, g.Source, g.ExternalID, g.Destination).Scan(&gen); err != nil {
+			return err
+		}
+		gen = max(gen, 2)
+		var err error
+		run, err = scanRun(tx.QueryRow(ctx, insertGenerationSQL, g.KeyFunc(gen), g.Source, g.ExternalID,
+			g.Destination, gen, max(g.MaxAttempts, 1), g.By, g.Reason))
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return Run{}, err
+		}
+		return Run{}, fmt.Errorf("error recording forced replay: %w", err)
+	}
+	return run, nil
+}
