@@ -1,0 +1,61 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+// RefreshQueueSizes reads the number of tasks of queue in each state from
+// Asynq and sets webhookd_queue_size{queue,state}. A queue that does not
+// exist yet counts zero everywhere.
+func (m *Metrics) RefreshQueueSizes(rdb redis.UniversalClient, queue string) error {
+	if m == nil {
+		return nil
+	}
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	info, err := insp.GetQueueInfo(queue)
+	if errors.Is(err, asynq.ErrQueueNotFound) {
+		info, err = &asynq.QueueInfo{Queue: queue}, nil
+	}
+	if err != nil {
+		return fmt.Errorf("error reading queue sizes: %w", err)
+	}
+	for state, n := range map[string]int{
+		"pending":   info.Pending,
+		"active":    info.Active,
+		"scheduled": info.Scheduled,
+		"retry":     info.Retry,
+		"archived":  info.Archived,
+		"completed": info.Completed,
+	} {
+		m.queueState(queue, state, n)
+	}
+	return nil
+}
+
+// WatchQueueSizes refreshes the queue size gauge every interval (5s when
+// zero) until ctx ends. A failed read is logged at debug level: Redis
+// being down shows in readiness and enqueue failures already.
+func (m *Metrics) WatchQueueSizes(ctx context.Context, rdb redis.UniversalClient, queue string, interval time.Duration, log *slog.Logger) {
+	if interval <= 0 {
+		interval = 5 * time.Second
+	}
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		if err := m.RefreshQueueSizes(rdb, queue); err != nil && ctx.Err() == nil && log != nil {
+			log.DebugContext(ctx, "could not read queue sizes", slog.String("error", err.Error()))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
