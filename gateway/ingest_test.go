@@ -317,3 +317,36 @@ func TestPostgresUnreachable(t *testing.T) {
 type notifyFunc func(source, id string)
 
 func (f notifyFunc) Notify(source, id string) { f(source, id) }
+
+// TestRepeatResumesAnInterruptedHandOff: an event committed whose hand-off
+// never happened (the request was cancelled right after the commit) is
+// handed off when the sender's retry arrives as a duplicate, without
+// waiting for the relay's scan.
+func TestRepeatResumesAnInterruptedHandOff(t *testing.T) {
+	t.Parallel()
+	dest := newDestination(t)
+	p := pipelinetest.Start(t, pipelinetest.Options{
+		Destinations: map[string]string{"billing": dest.URL},
+		RelayMinAge:  time.Hour, // the scan would not find it in time
+	})
+	body := eventBody("evt_interrupted")
+	if _, err := dedupe.RecordBatch(context.Background(), p.Schema.Pool, []dedupe.Event{{
+		Source: "stripe", ExternalID: "evt_interrupted", ContentType: "application/json", Payload: body,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	code, answer := p.Send(t, body)
+	if code != http.StatusOK || !strings.Contains(string(answer), `"state":"received"`) {
+		t.Fatalf("retry: got %d %s, want 200 duplicate in state received", code, answer)
+	}
+	key := "stripe:billing:evt_interrupted"
+	pipelinetest.Eventually(t, 10*time.Second, "delivery after the retry", func() bool { return dest.sink.Count(key) == 1 })
+	var enqueued bool
+	if err := p.Schema.Pool.QueryRow(context.Background(),
+		`SELECT enqueued_at IS NOT NULL FROM events WHERE external_id = 'evt_interrupted'`).Scan(&enqueued); err != nil {
+		t.Fatal(err)
+	}
+	if !enqueued {
+		t.Error("event still marked pending after its hand-off")
+	}
+}

@@ -46,6 +46,9 @@ type SourceSpec struct {
 
 // Options adjust the pipeline.
 type Options struct {
+	// RelayMinAge is the age at which the relay's scan picks up an event
+	// whose hand-off is pending. Defaults to 500ms.
+	RelayMinAge time.Duration
 	// Destinations maps destination names to URLs of the default Stripe
 	// source (Source, signed with Secret). Required unless Sources is set.
 	Destinations map[string]string
@@ -114,7 +117,10 @@ func Start(t testing.TB, opts Options) *Pipeline {
 	}
 	client := asynq.NewClientFromRedisClient(opts.Redis.Client)
 	enq := jobs.NewEnqueuer(client, opts.Redis.Queue, routes)
-	relay := jobs.NewRelay(store, enq, jobs.RelayConfig{Interval: 200 * time.Millisecond, MinAge: 500 * time.Millisecond, Logger: log})
+	if opts.RelayMinAge == 0 {
+		opts.RelayMinAge = 500 * time.Millisecond
+	}
+	relay := jobs.NewRelay(store, enq, jobs.RelayConfig{Interval: 200 * time.Millisecond, MinAge: opts.RelayMinAge, Logger: log})
 	done := make(chan struct{})
 	go func() { relay.Run(ctx); close(done) }()
 
