@@ -1,0 +1,205 @@
+package jobs_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/internal/pgtest"
+	"github.com/webhookd/webhookd/internal/redistest"
+	"github.com/webhookd/webhookd/jobs"
+)
+
+// tWriter routes log lines to t.Log so parallel output stays attributable.
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// call is one request a destination received.
+type call struct {
+	Key, Attempt, Source, EventID, ContentType string
+	Header                                     http.Header
+	Body                                       string
+	At                                         time.Time
+}
+
+// destination is an httptest.Server whose answers the test scripts.
+type destination struct {
+	*httptest.Server
+	mu      sync.Mutex
+	calls   []call
+	respond func(n int, r *http.Request, w http.ResponseWriter) // n counts calls from 1
+}
+
+func newDestination(t *testing.T, respond func(n int, r *http.Request, w http.ResponseWriter)) *destination {
+	t.Helper()
+	d := &destination{respond: respond}
+	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		d.mu.Lock()
+		d.calls = append(d.calls, call{
+			Key: r.Header.Get("Idempotency-Key"), Attempt: r.Header.Get("Webhookd-Attempt"),
+			Source: r.Header.Get("Webhookd-Source"), EventID: r.Header.Get("Webhookd-Event-Id"),
+			ContentType: r.Header.Get("Content-Type"), Header: r.Header.Clone(), Body: string(body), At: time.Now(),
+		})
+		n := len(d.calls)
+		d.mu.Unlock()
+		if d.respond == nil {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		d.respond(n, r, w)
+	}))
+	t.Cleanup(d.Close)
+	return d
+}
+
+func (d *destination) Calls() []call {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]call(nil), d.calls...)
+}
+
+// status answers every call with code.
+func status(code int) func(int, *http.Request, http.ResponseWriter) {
+	return func(_ int, _ *http.Request, w http.ResponseWriter) { w.WriteHeader(code) }
+}
+
+// bundle is one test's system under test.
+type bundle struct {
+	schema  *pgtest.Schema
+	store   *dedupe.Store
+	handler *jobs.Handler
+	routes  jobs.Routes
+}
+
+// handlerOptions shape the handler of a bundle.
+type handlerOptions struct {
+	dest        jobs.Destination
+	lease       time.Duration
+	defaultHold time.Duration
+}
+
+func setup(t *testing.T, o handlerOptions) *bundle {
+	t.Helper()
+	s := pgtest.New(t)
+	store := dedupe.New(s.Pool)
+	if o.dest.Name == "" {
+		o.dest.Name = "dst"
+	}
+	routes := jobs.Routes{"src": {o.dest.Name: o.dest}}
+	if o.lease == 0 {
+		o.lease = time.Minute
+	}
+	h := jobs.NewHandler(store, jobs.HandlerConfig{
+		Routes:      routes,
+		Lease:       o.lease,
+		Backoff:     jobs.Backoff{Base: 10 * time.Millisecond, Max: 40 * time.Millisecond},
+		DefaultHold: o.defaultHold,
+		Logger:      testLogger(t),
+	})
+	return &bundle{schema: s, store: store, handler: h, routes: routes}
+}
+
+// record records an event of source "src".
+func (b *bundle) record(t *testing.T, id, body string, order ...string) {
+	t.Helper()
+	ev := dedupe.Event{Source: "src", ExternalID: id, ContentType: "application/json", Payload: []byte(body)}
+	if len(order) == 2 {
+		ev.OrderEntity, ev.OrderVersion = order[0], order[1]
+	}
+	if _, err := dedupe.RecordBatch(testCtx(t), b.schema.Pool, []dedupe.Event{ev}); err != nil {
+		t.Fatalf("recording %s: %v", id, err)
+	}
+}
+
+type runRow struct {
+	Status          string
+	Attempts, Calls int
+	Permanent       bool
+	LastError       *string
+	Result          *string
+	HeldUntil       *time.Time
+}
+
+func (b *bundle) run(t *testing.T, key string) runRow {
+	t.Helper()
+	var r runRow
+	err := b.schema.Pool.QueryRow(testCtx(t), `
+SELECT status, attempts, calls, permanent, last_error, result::text, held_until FROM job_runs WHERE key = $1`, key).
+		Scan(&r.Status, &r.Attempts, &r.Calls, &r.Permanent, &r.LastError, &r.Result, &r.HeldUntil)
+	if err != nil {
+		t.Fatalf("reading run %s: %v", key, err)
+	}
+	return r
+}
+
+func (b *bundle) count(t *testing.T, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := b.schema.Pool.QueryRow(testCtx(t), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// queue is a running Asynq worker and client on the test's own Redis DB.
+type queue struct {
+	redis    *redistest.DB
+	enqueuer *jobs.Enqueuer
+	insp     *asynq.Inspector
+}
+
+// startWorker runs b.handler behind a real Asynq server.
+func (b *bundle) startWorker(t *testing.T) *queue {
+	t.Helper()
+	r := redistest.New(t)
+	client := asynq.NewClientFromRedisClient(r.Client)
+	enq := jobs.NewEnqueuer(client, r.Queue, b.routes)
+	srv := jobs.NewServer(r.Client, b.handler, jobs.ServerConfig{
+		Queue: r.Queue, Concurrency: 8, ShutdownTimeout: 2 * time.Second,
+		Backoff: jobs.Backoff{Base: 10 * time.Millisecond, Max: 40 * time.Millisecond},
+		Logger:  testLogger(t),
+	})
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	insp := asynq.NewInspectorFromRedisClient(r.Client)
+	return &queue{redis: r, enqueuer: enq, insp: insp}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
