@@ -79,7 +79,14 @@ func (s *Server) ingest(c echo.Context) error {
 			return c.JSON(http.StatusOK, map[string]string{"challenge": challenge})
 		}
 	}
-	id, err := src.EventID.Extract(req.Header, body)
+	idHeader := req.Header
+	if src.Scheme == verify.SchemeStandard && idHeader.Get("Webhook-Signature") == "" && idHeader.Get("Svix-Id") != "" {
+		// A Svix sender signed svix-id (the verifier took the svix-*
+		// headers): that is the webhook-id the event id spec reads.
+		idHeader = idHeader.Clone()
+		idHeader.Set("Webhook-Id", idHeader.Get("Svix-Id"))
+	}
+	id, err := src.EventID.Extract(idHeader, body)
 	if err != nil {
 		s.metrics.observe(name, "rejected_event_id", time.Since(start))
 		log.WarnContext(ctx, "webhook rejected", slog.String("reason", err.Error()), slog.Int("body_bytes", len(body)))
@@ -95,8 +102,8 @@ func (s *Server) ingest(c echo.Context) error {
 		Payload:     body,
 	}
 	if src.OrderEntity != nil && src.OrderVersion != nil {
-		entity, errE := src.OrderEntity.Extract(req.Header, body)
-		version, errV := src.OrderVersion.Extract(req.Header, body)
+		entity, errE := src.OrderEntity.Extract(idHeader, body)
+		version, errV := src.OrderVersion.Extract(idHeader, body)
 		if errE == nil && errV == nil {
 			ev.OrderEntity, ev.OrderVersion = entity, version
 		} else {
