@@ -34,6 +34,7 @@ type config struct {
 	Queue        string       `yaml:"queue"`
 	LogLevel     string       `yaml:"log_level"`
 	Worker       workerConf   `yaml:"worker"`
+	Admin        adminConf    `yaml:"admin"`
 	Sources      []sourceConf `yaml:"sources"`
 
 	// path is the file the config was read from, for error messages.
@@ -56,6 +57,13 @@ type workerConf struct {
 	RetentionEvery duration `yaml:"retention_interval"`
 	// DuplicateCheckEvery is the time between duplicate checks. Defaults to 10m.
 	DuplicateCheckEvery duration `yaml:"duplicate_check_interval"`
+}
+
+// adminConf tunes the admin surface.
+type adminConf struct {
+	// AllowQueueActions lets the Asynq dashboard change queues and tasks
+	// (delete, run, archive, pause); it is read-only otherwise.
+	AllowQueueActions bool `yaml:"allow_queue_actions"`
 }
 
 type sourceConf struct {

@@ -184,7 +184,7 @@ func run(ctx context.Context, cfg *config, r roles, log *slog.Logger, ready func
 	}
 	srv := gateway.New(gwCfg, rec, handoff)
 	a := &app{cfg: cfg, log: log, pool: pool, store: store, redis: rdb, enqueuer: enqueuer, registry: reg, metrics: jobMetrics}
-	if err := mountAdmin(a, srv); err != nil {
+	if err := mountAdmin(bg, a, srv); err != nil {
 		return err
 	}
 	if r.worker {

@@ -1,0 +1,179 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/jobs"
+)
+
+// eventStore reads events for the listing and the event page;
+// *dedupe.Store satisfies it.
+type eventStore interface {
+	ListEvents(ctx context.Context, f dedupe.EventFilter) (dedupe.EventPage, error)
+	CountEvents(ctx context.Context, f dedupe.EventFilter) (int64, error)
+	GetEvent(ctx context.Context, source, externalID string, destinations int) (dedupe.EventDetail, error)
+}
+
+// runStore reopens and adds runs for replays; *dedupe.Store satisfies it.
+type runStore interface {
+	ReopenRun(ctx context.Context, key, by, reason string) (dedupe.Run, bool, error)
+	NewGeneration(ctx context.Context, g dedupe.NewGeneration) (dedupe.Run, error)
+}
+
+// requeuer puts a key's task on the queue so that it runs;
+// *jobs.Requeuer satisfies it.
+type requeuer interface {
+	Requeue(ctx context.Context, p jobs.DeliverPayload) error
+}
+
+// Config configures the admin surface.
+type Config struct {
+	// Token is the admin bearer token. Empty means admin answers only
+	// loopback peers.
+	Token string
+	// Routes are the configured sources and their destinations; replays
+	// go to these destinations.
+	Routes jobs.Routes
+	// Dashboard, when set, is served at /admin/queues/ behind the same
+	// check (see NewDashboard).
+	Dashboard http.Handler
+	// BulkLimit caps the events one bulk replay call acts on. Defaults to
+	// 100; at most 1000.
+	BulkLimit int
+	// Logger receives the audit lines of replays. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns a copy of c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.BulkLimit <= 0 {
+		c.BulkLimit = 100
+	}
+	c.BulkLimit = min(c.BulkLimit, 1000)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Admin serves the admin API, the event browser and the dashboard, and
+// runs replays (also for the CLI).
+type Admin struct {
+	events eventStore
+	runs   runStore
+	queue  requeuer
+	cfg    Config
+	auth   *authenticator
+	log    *slog.Logger
+	pages  map[string]*template.Template
+}
+
+// New returns the admin surface on events and runs (both *dedupe.Store in
+// production), enqueuing replays through q.
+func New(events eventStore, runs runStore, q requeuer, cfg Config) *Admin {
+	cfg = cfg.WithDefaults()
+	return &Admin{
+		events: events,
+		runs:   runs,
+		queue:  q,
+		cfg:    cfg,
+		auth:   newAuthenticator(cfg.Token),
+		log:    cfg.Logger,
+		pages:  parsePages(),
+	}
+}
+
+// LoopbackOnly reports whether no token is configured, so that admin
+// answers only loopback peers.
+func (a *Admin) LoopbackOnly() bool { return a.cfg.Token == "" }
+
+// Mount adds the admin routes to e.
+func (a *Admin) Mount(e *echo.Echo) {
+	e.GET("/admin/login", a.login)
+	e.POST("/admin/login", a.login)
+	e.GET("/admin", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/admin/") }, a.middleware)
+
+	g := e.Group("/admin", a.middleware)
+	g.GET("/events", a.listEvents)
+	g.GET("/events/:source/:id", a.getEvent)
+	g.POST("/events/:source/:id/replay", a.replayEvent)
+	g.POST("/replay", a.bulkReplay)
+
+	g.GET("/", a.browseList)
+	g.GET("/view/:source/:id", a.browseEvent)
+	g.POST("/view/:source/:id/replay", a.browseReplay)
+
+	if a.cfg.Dashboard != nil {
+		g.GET("/queues", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/admin/queues/") })
+		g.Any("/queues/*", echo.WrapHandler(a.cfg.Dashboard))
+	}
+}
+
+// requestLog returns the logger for an admin request's lines, carrying
+// its request id like the gateway's ingest lines.
+func (a *Admin) requestLog(c echo.Context) *slog.Logger {
+	return a.log.With(slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)))
+}
+
+// destinations returns the configured destination names of source,
+// sorted, or ErrUnknownSource.
+func (a *Admin) destinations(source string) ([]string, error) {
+	dests, ok := a.cfg.Routes[source]
+	if !ok {
+		return nil, ErrUnknownSource
+	}
+	names := make([]string, 0, len(dests))
+	for n := range dests {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// sources returns the configured source names, sorted.
+func (a *Admin) sources() []string {
+	names := make([]string, 0, len(a.cfg.Routes))
+	for n := range a.cfg.Routes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// destinationCounts is EventFilter.Destinations for the configuration.
+func (a *Admin) destinationCounts() map[string]int {
+	m := make(map[string]int, len(a.cfg.Routes))
+	for s, d := range a.cfg.Routes {
+		m[s] = len(d)
+	}
+	return m
+}
+
+// httpError maps the package's errors to an Echo error with a status the
+// gateway's error handler renders as JSON.
+func httpError(err error) error {
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &he):
+		return err
+	case errors.Is(err, dedupe.ErrNotFound):
+		return echo.NewHTTPError(http.StatusNotFound, "event not found")
+	case errors.Is(err, ErrUnknownSource), errors.Is(err, ErrUnknownDestination):
+		return echo.NewHTTPError(http.StatusUnprocessableEntity, err.Error())
+	case errors.Is(err, dedupe.ErrBadCursor), errors.Is(err, ErrBadFilter):
+		return echo.NewHTTPError(http.StatusBadRequest, err.Error())
+	case errors.Is(err, ErrEnqueueFailed):
+		return echo.NewHTTPError(http.StatusServiceUnavailable, strings.TrimSpace(err.Error()))
+	}
+	return err
+}

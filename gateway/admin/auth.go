@@ -1,0 +1,141 @@
+package admin
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+)
+
+// sessionCookie is the cookie the login page sets for browsers. Its value
+// is derived from the token (an HMAC), not the token itself.
+const sessionCookie = "webhookd_admin"
+
+// authenticator decides whether a request may use the admin surface.
+type authenticator struct {
+	token   string
+	session string // expected cookie value
+	cop     *http.CrossOriginProtection
+}
+
+func newAuthenticator(token string) *authenticator {
+	a := &authenticator{token: token, cop: http.NewCrossOriginProtection()}
+	if token != "" {
+		mac := hmac.New(sha256.New, []byte(token))
+		mac.Write([]byte("webhookd admin session v1"))
+		a.session = hex.EncodeToString(mac.Sum(nil))
+	}
+	return a
+}
+
+// equal compares in constant time; hashing first hides the length too.
+func equal(a, b string) bool {
+	ha, hb := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
+	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
+}
+
+// bearer reports whether r carries the token.
+func (a *authenticator) bearer(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	return equal(strings.TrimSpace(tok), a.token)
+}
+
+// cookie reports whether r carries a valid session cookie.
+func (a *authenticator) cookie(r *http.Request) bool {
+	c, err := r.Cookie(sessionCookie)
+	return err == nil && equal(c.Value, a.session)
+}
+
+// isLoopback reports whether the TCP peer is on this host. It reads the
+// connection's address, never X-Forwarded-For, which a client can set.
+func isLoopback(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// allowed reports whether r may use the admin surface, and if not, the
+// status and message to answer.
+func (a *authenticator) allowed(r *http.Request) (bool, int, string) {
+	if a.token == "" {
+		if !isLoopback(r) {
+			return false, http.StatusForbidden, "admin answers only on loopback when no admin_token is configured"
+		}
+	} else if !a.bearer(r) && !a.cookie(r) {
+		return false, http.StatusUnauthorized, "missing or wrong admin token"
+	}
+	if err := a.cop.Check(r); err != nil {
+		return false, http.StatusForbidden, "cross-origin request refused"
+	}
+	return true, 0, ""
+}
+
+// middleware guards every admin route.
+func (a *Admin) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set("Cache-Control", "no-store")
+		ok, code, msg := a.auth.allowed(c.Request())
+		if ok {
+			return next(c)
+		}
+		if code == http.StatusUnauthorized {
+			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="webhookd admin"`)
+			if wantsHTML(c.Request()) && c.Request().Method == http.MethodGet {
+				return a.render(c, code, "login", loginPage{Next: c.Request().URL.RequestURI(), Message: ""})
+			}
+		}
+		a.requestLog(c).WarnContext(c.Request().Context(), "admin request refused",
+			"status_code", code, "path", c.Request().URL.Path, "remote", c.Request().RemoteAddr)
+		return echo.NewHTTPError(code, msg)
+	}
+}
+
+// wantsHTML reports whether the client is a browser asking for a page.
+func wantsHTML(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+// login handles GET and POST /admin/login: the form takes the token and
+// sets the session cookie, so browsers (and the dashboard's own API
+// calls) are authenticated without a header.
+func (a *Admin) login(c echo.Context) error {
+	r := c.Request()
+	next := c.FormValue("next")
+	if !strings.HasPrefix(next, "/admin/") {
+		next = "/admin/"
+	}
+	if a.auth.token == "" {
+		return c.Redirect(http.StatusSeeOther, next)
+	}
+	if r.Method == http.MethodGet {
+		return a.render(c, http.StatusOK, "login", loginPage{Next: next})
+	}
+	if err := a.auth.cop.Check(r); err != nil {
+		return echo.NewHTTPError(http.StatusForbidden, "cross-origin request refused")
+	}
+	if !equal(c.FormValue("token"), a.auth.token) {
+		a.requestLog(c).WarnContext(r.Context(), "admin login refused", "remote", r.RemoteAddr)
+		return a.render(c, http.StatusUnauthorized, "login", loginPage{Next: next, Message: "Wrong token."})
+	}
+	c.SetCookie(&http.Cookie{
+		Name:     sessionCookie,
+		Value:    a.auth.session,
+		Path:     "/admin",
+		HttpOnly: true,
+		Secure:   r.TLS != nil,
+		SameSite: http.SameSiteStrictMode,
+	})
+	return c.Redirect(http.StatusSeeOther, next)
+}

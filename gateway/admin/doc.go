@@ -1,0 +1,24 @@
+// Package admin is webhookd's operator surface, mounted on the gateway's
+// Echo server under /admin:
+//
+//	GET  /admin/events                    list events (filters, cursor paging, newest first)
+//	GET  /admin/events/:source/:id        one event: payload, headers, runs, attempt log
+//	POST /admin/events/:source/:id/replay replay by id (?force=true for a new generation)
+//	POST /admin/replay                    bulk replay by filter (dry run by default, capped)
+//	GET  /admin/                          event browser (server-rendered HTML)
+//	GET  /admin/view/:source/:id          event page with Replay buttons
+//	     /admin/queues/                   the Asynq dashboard (asynqmon)
+//	     /admin/login                     sets the session cookie for browsers
+//
+// Every route is behind one check: with a token configured, a request
+// must carry "Authorization: Bearer <token>" (or the session cookie the
+// login page sets), compared in constant time; without a token, only
+// loopback peers are answered. State-changing requests from another
+// origin are refused (net/http's CrossOriginProtection), so a web page
+// cannot make an operator's browser replay events.
+//
+// Replay is safe by default: a done run answers with its stored result
+// and calls nothing; a failed or dead run is retried with the same key
+// (the destination deduplicates on it); only force starts a new
+// generation, <key>#N, recorded with who and why before it is enqueued.
+package admin

@@ -1,0 +1,206 @@
+package admin_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway"
+	"github.com/webhookd/webhookd/gateway/admin"
+	"github.com/webhookd/webhookd/internal/pipelinetest"
+	"github.com/webhookd/webhookd/jobs"
+)
+
+// destination is a test destination: it answers with the status set,
+// and records the Idempotency-Key of every call.
+type destination struct {
+	mu     sync.Mutex
+	status int
+	keys   []string
+}
+
+func (d *destination) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	d.mu.Lock()
+	d.keys = append(d.keys, r.Header.Get("Idempotency-Key"))
+	code := d.status
+	d.mu.Unlock()
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(`{"ok":true}`))
+}
+
+func (d *destination) setStatus(code int) {
+	d.mu.Lock()
+	d.status = code
+	d.mu.Unlock()
+}
+
+// calls returns how many calls carried key.
+func (d *destination) calls(key string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, k := range d.keys {
+		if k == key {
+			n++
+		}
+	}
+	return n
+}
+
+func (d *destination) total() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.keys)
+}
+
+// logBuffer collects JSON log lines for parsing.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// lines returns every line that parses as a JSON object.
+func (l *logBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(l.buf.Bytes()))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Errorf("log line is not JSON: %s", sc.Text())
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// bundle is one test's pipeline with the admin surface on its own server.
+type bundle struct {
+	p     *pipelinetest.Pipeline
+	dest  *destination
+	admin *admin.Admin
+	srv   *httptest.Server
+	gw    *gateway.Server
+	logs  *logBuffer
+	token string
+}
+
+type options struct {
+	token       string
+	maxAttempts int
+}
+
+const destName = "billing"
+
+func setup(t *testing.T, o options) *bundle {
+	t.Helper()
+	dest := &destination{status: http.StatusOK}
+	ds := httptest.NewServer(dest)
+	t.Cleanup(ds.Close)
+	p := pipelinetest.Start(t, pipelinetest.Options{
+		Destinations: map[string]string{destName: ds.URL},
+		MaxAttempts:  o.maxAttempts,
+	})
+	logs := &logBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, nil))
+	gw := gateway.New(gateway.Config{Registry: prometheus.NewRegistry(), Logger: log}, nil, nil)
+	adm := admin.New(p.Store, p.Store, jobs.NewRequeuer(p.Redis.Client, p.Enqueuer), admin.Config{
+		Token:     o.token,
+		Routes:    p.Routes,
+		Dashboard: admin.NewDashboard(p.Redis.Client, true),
+		Logger:    log,
+		BulkLimit: 50,
+	})
+	adm.Mount(gw.Echo())
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("admin logs:\n%s", logs.buf.String())
+		}
+	})
+	return &bundle{p: p, dest: dest, admin: adm, srv: srv, gw: gw, logs: logs, token: o.token}
+}
+
+// send delivers a signed Stripe event with id and returns its key.
+func (b *bundle) send(t *testing.T, id string) string {
+	t.Helper()
+	code, body := b.p.Send(t, []byte(`{"id":"`+id+`","type":"invoice.paid","data":{"object":{"id":"in_1"}}}`))
+	if code != http.StatusAccepted {
+		t.Fatalf("send %s: %d %s", id, code, body)
+	}
+	return jobs.Key(pipelinetest.Source, destName, id, 1)
+}
+
+// waitState waits until the event reaches state.
+func (b *bundle) waitState(t *testing.T, id, state string) dedupe.EventDetail {
+	t.Helper()
+	var d dedupe.EventDetail
+	pipelinetest.Eventually(t, 20*time.Second, id+" to be "+state, func() bool {
+		var err error
+		d, err = b.p.Store.GetEvent(t.Context(), pipelinetest.Source, id, 1)
+		return err == nil && d.State == state
+	})
+	return d
+}
+
+// do sends an admin request with the bundle's token and decodes a JSON
+// answer into out (when not nil).
+func (b *bundle) do(t *testing.T, method, path, body string, out any) int {
+	t.Helper()
+	req, err := http.NewRequest(method, b.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if b.token != "" {
+		req.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: %d, answer is not JSON: %s", method, path, resp.StatusCode, raw)
+		}
+	}
+	return resp.StatusCode
+}
+
+// stays asserts cond holds for the whole of d (nothing more happens).
+func stays(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if !cond() {
+			t.Fatalf("%s changed", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,313 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/jobs"
+)
+
+var (
+	// ErrUnknownSource is returned when a replay names a source that is
+	// not configured: nothing could route it.
+	ErrUnknownSource = errors.New("source is not configured")
+	// ErrUnknownDestination is returned when a replay names a destination
+	// the source does not have.
+	ErrUnknownDestination = errors.New("destination is not configured for the source")
+	// ErrEnqueueFailed is returned when a replay was recorded but could
+	// not be handed to the queue (Redis down). The run is visible on the
+	// event; replaying it again (without force) enqueues it.
+	ErrEnqueueFailed = errors.New("replay recorded but not enqueued; replay again without force once the queue answers")
+)
+
+// Replay actions, per destination, as reported in RunReplay.Action.
+const (
+	// ActionStoredResult: the run is done; its stored result is returned
+	// and nothing is called.
+	ActionStoredResult = "stored_result"
+	// ActionRequeued: a failed or dead run was reopened and enqueued with
+	// the same key.
+	ActionRequeued = "requeued"
+	// ActionEnqueued: the destination had no run yet; its first one was
+	// enqueued.
+	ActionEnqueued = "enqueued"
+	// ActionForced: a new generation (<key>#N) was recorded and enqueued.
+	ActionForced = "forced"
+	// ActionInProgress: a run is running (or was just claimed); nothing
+	// was done.
+	ActionInProgress = "in_progress"
+	// ActionSkippedStale: the run was skipped because a newer version of
+	// the entity was forwarded; only a forced replay sends it.
+	ActionSkippedStale = "skipped_stale"
+)
+
+// ReplayRequest asks to replay one event.
+type ReplayRequest struct {
+	Source  string
+	EventID string
+	// Destination limits the replay to one destination; empty means all.
+	Destination string
+	// Force starts a new generation even for a done run.
+	Force bool
+	// By and Reason are recorded on the run and in the audit log line.
+	// By defaults to "admin".
+	By, Reason string
+}
+
+// ReplayResult says what a replay did, per destination.
+type ReplayResult struct {
+	Source  string `json:"source"`
+	EventID string `json:"event_id"`
+	// Enqueued is true when at least one destination's run was enqueued.
+	Enqueued bool        `json:"enqueued"`
+	Runs     []RunReplay `json:"runs"`
+}
+
+// RunReplay is what a replay did for one destination.
+type RunReplay struct {
+	Destination string `json:"destination"`
+	Key         string `json:"key"`
+	Generation  int    `json:"generation"`
+	// Action is one of the Action constants.
+	Action string `json:"action"`
+	// Status is the run's status after the replay.
+	Status string `json:"status"`
+	// Result is the stored result of a done run.
+	Result json.RawMessage `json:"result,omitempty"`
+	// Error says why the enqueue failed, if it did.
+	Error string `json:"error,omitempty"`
+}
+
+// Replay replays one event: per destination, a done run answers with its
+// stored result and calls nothing; a failed or dead run is reopened
+// (attempts reset to 0) and enqueued with the same key; a destination
+// without a run gets its first one; with Force, a new generation is
+// recorded and enqueued. It returns dedupe.ErrNotFound for an unknown
+// event, ErrUnknownSource or ErrUnknownDestination, and ErrEnqueueFailed
+// (with the result filled in) when Redis did not take the task.
+func (a *Admin) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, error) {
+	return a.replay(ctx, a.log, req)
+}
+
+func (a *Admin) replay(ctx context.Context, log *slog.Logger, req ReplayRequest) (ReplayResult, error) {
+	if req.By == "" {
+		req.By = "admin"
+	}
+	res := ReplayResult{Source: req.Source, EventID: req.EventID}
+	dests, err := a.destinations(req.Source)
+	if err != nil {
+		return res, err
+	}
+	if req.Destination != "" {
+		if !slices.Contains(dests, req.Destination) {
+			return res, fmt.Errorf("%w: %s", ErrUnknownDestination, req.Destination)
+		}
+		dests = []string{req.Destination}
+	}
+	ev, err := a.events.GetEvent(ctx, req.Source, req.EventID, len(a.cfg.Routes[req.Source]))
+	if err != nil {
+		return res, err
+	}
+	latest := latestRuns(ev.Runs)
+	log = log.With(slog.String("source", req.Source), slog.String("event_id", req.EventID),
+		slog.Int("deliveries", ev.Deliveries), slog.String("by", req.By), slog.String("reason", req.Reason))
+
+	var enqueueErr error
+	for _, dest := range dests {
+		rr, err := a.replayDestination(ctx, log, req, dest, latest[dest])
+		if err != nil {
+			if !errors.Is(err, ErrEnqueueFailed) {
+				return res, err
+			}
+			enqueueErr = err
+		}
+		if rr.Action == ActionRequeued || rr.Action == ActionEnqueued || rr.Action == ActionForced {
+			res.Enqueued = res.Enqueued || rr.Error == ""
+		}
+		res.Runs = append(res.Runs, rr)
+	}
+	return res, enqueueErr
+}
+
+// latestRuns returns the run of the highest generation per destination.
+func latestRuns(runs []dedupe.Run) map[string]*dedupe.Run {
+	m := make(map[string]*dedupe.Run)
+	for i := range runs {
+		r := &runs[i]
+		if cur, ok := m[r.Destination]; !ok || r.Generation > cur.Generation {
+			m[r.Destination] = r
+		}
+	}
+	return m
+}
+
+func (a *Admin) replayDestination(ctx context.Context, log *slog.Logger, req ReplayRequest, dest string, run *dedupe.Run) (RunReplay, error) {
+	p := jobs.DeliverPayload{Source: req.Source, EventID: req.EventID, Destination: dest}
+	rr := RunReplay{Destination: dest, Key: p.Key(), Generation: 1}
+	if run != nil {
+		rr.Key, rr.Generation, rr.Status = run.Key, run.Generation, run.Status
+		p.Generation = run.Generation
+	}
+
+	switch {
+	case req.Force:
+		nr, err := a.runs.NewGeneration(ctx, dedupe.NewGeneration{
+			Source: req.Source, ExternalID: req.EventID, Destination: dest,
+			MaxAttempts: a.cfg.Routes[req.Source][dest].WithDefaults().MaxAttempts,
+			By:          req.By, Reason: req.Reason,
+			KeyFunc: func(gen int) string { return jobs.Key(req.Source, dest, req.EventID, gen) },
+		})
+		if err != nil {
+			return rr, err
+		}
+		rr.Key, rr.Generation, rr.Status, rr.Action = nr.Key, nr.Generation, nr.Status, ActionForced
+		p.Generation = nr.Generation
+		log.InfoContext(ctx, "forced replay recorded: new generation",
+			slog.String("key", nr.Key), slog.Int("generation", nr.Generation), slog.String("destination", dest))
+	case run == nil:
+		rr.Action = ActionEnqueued
+	case run.Status == dedupe.StatusDone:
+		rr.Action, rr.Result = ActionStoredResult, json.RawMessage(run.Result)
+		log.InfoContext(ctx, "replay answered from the stored result; nothing called",
+			slog.String("key", run.Key), slog.Int("generation", run.Generation), slog.String("destination", dest))
+		return rr, nil
+	case run.Status == dedupe.StatusSkippedStale:
+		rr.Action = ActionSkippedStale
+		return rr, nil
+	case run.Status == dedupe.StatusRunning:
+		rr.Action = ActionInProgress
+		return rr, nil
+	default: // failed or dead
+		reopened, ok, err := a.runs.ReopenRun(ctx, run.Key, req.By, req.Reason)
+		if err != nil {
+			return rr, err
+		}
+		rr.Status = reopened.Status
+		if !ok {
+			rr.Action = ActionInProgress
+			if reopened.Status == dedupe.StatusDone {
+				rr.Action, rr.Result = ActionStoredResult, json.RawMessage(reopened.Result)
+			}
+			return rr, nil
+		}
+		rr.Action = ActionRequeued
+		log.InfoContext(ctx, "replay reopened the run with the same key",
+			slog.String("key", run.Key), slog.Int("generation", run.Generation), slog.String("destination", dest),
+			slog.String("previous_status", run.Status), slog.Int("attempts", run.Attempts))
+	}
+
+	if err := a.queue.Requeue(ctx, p); err != nil {
+		rr.Error = err.Error()
+		log.ErrorContext(ctx, "replay could not be enqueued", slog.String("key", rr.Key),
+			slog.Int("generation", rr.Generation), slog.String("error", err.Error()))
+		return rr, fmt.Errorf("%w: %s", ErrEnqueueFailed, rr.Key)
+	}
+	log.InfoContext(ctx, "replay enqueued", slog.String("key", rr.Key), slog.Int("generation", rr.Generation),
+		slog.String("destination", dest), slog.String("action", rr.Action))
+	return rr, nil
+}
+
+// BulkRequest asks to replay the events matching a filter.
+type BulkRequest struct {
+	// Source, State, Since and Until select events as in the listing.
+	Source, State string
+	Since, Until  time.Time
+	// Cursor continues after the previous call's last event.
+	Cursor string
+	// Limit caps the events this call acts on; at most Config.BulkLimit.
+	Limit int
+	// DryRun only counts and lists what would be replayed.
+	DryRun bool
+	// Force, By and Reason are as in ReplayRequest.
+	Force      bool
+	By, Reason string
+}
+
+// BulkResult says what a bulk replay did (or would do).
+type BulkResult struct {
+	DryRun bool `json:"dry_run"`
+	// Matched counts every event matching the filter (not only this page).
+	Matched int64 `json:"matched"`
+	// Limit is the cap that applied to this call.
+	Limit int `json:"limit"`
+	// Selected counts the events this call covered (at most Limit).
+	Selected int `json:"selected"`
+	// Enqueued counts events with at least one run enqueued.
+	Enqueued int `json:"enqueued"`
+	// Failed counts events whose replay returned an error.
+	Failed int          `json:"failed"`
+	Events []BulkReplay `json:"events"`
+	// Next continues with the following events; empty when none remain.
+	Next string `json:"next_cursor,omitempty"`
+}
+
+// BulkReplay is one event of a bulk replay.
+type BulkReplay struct {
+	Source  string      `json:"source"`
+	EventID string      `json:"event_id"`
+	State   string      `json:"state"`
+	Runs    []RunReplay `json:"runs,omitempty"`
+	Error   string      `json:"error,omitempty"`
+}
+
+// BulkReplay replays up to a capped number of events matching the
+// filter, newest first, one after the other; with DryRun it only counts
+// and lists them. Continue with BulkResult.Next.
+func (a *Admin) BulkReplay(ctx context.Context, req BulkRequest) (BulkResult, error) {
+	return a.bulkReplayWith(ctx, a.log, req)
+}
+
+func (a *Admin) bulkReplayWith(ctx context.Context, log *slog.Logger, req BulkRequest) (BulkResult, error) {
+	limit := req.Limit
+	if limit <= 0 || limit > a.cfg.BulkLimit {
+		limit = a.cfg.BulkLimit
+	}
+	if req.State != "" && !validState(req.State) {
+		return BulkResult{}, fmt.Errorf("%w: unknown state %q", ErrBadFilter, req.State)
+	}
+	if req.Source != "" {
+		if _, err := a.destinations(req.Source); err != nil {
+			return BulkResult{}, err
+		}
+	}
+	f := dedupe.EventFilter{
+		Source: req.Source, State: req.State, Since: req.Since, Until: req.Until,
+		Destinations: a.destinationCounts(), Cursor: req.Cursor, Limit: limit,
+	}
+	matched, err := a.events.CountEvents(ctx, f)
+	if err != nil {
+		return BulkResult{}, err
+	}
+	page, err := a.events.ListEvents(ctx, f)
+	if err != nil {
+		return BulkResult{}, err
+	}
+	out := BulkResult{DryRun: req.DryRun, Matched: matched, Limit: limit, Selected: len(page.Events), Next: page.Next}
+	log.InfoContext(ctx, "bulk replay", slog.Bool("dry_run", req.DryRun), slog.Bool("force", req.Force),
+		slog.String("source", req.Source), slog.String("state", req.State), slog.Int64("matched", matched),
+		slog.Int("selected", len(page.Events)), slog.String("by", req.By), slog.String("reason", req.Reason))
+	for _, ev := range page.Events {
+		br := BulkReplay{Source: ev.Source, EventID: ev.ExternalID, State: ev.State}
+		if !req.DryRun {
+			res, err := a.replay(ctx, log, ReplayRequest{
+				Source: ev.Source, EventID: ev.ExternalID, Force: req.Force, By: req.By, Reason: req.Reason,
+			})
+			br.Runs = res.Runs
+			if err != nil {
+				br.Error = err.Error()
+				out.Failed++
+			}
+			if res.Enqueued {
+				out.Enqueued++
+			}
+		}
+		out.Events = append(out.Events, br)
+	}
+	return out, nil
+}

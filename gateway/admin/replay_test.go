@@ -1,0 +1,212 @@
+package admin_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway/admin"
+	"github.com/webhookd/webhookd/internal/pipelinetest"
+)
+
+func TestReplayDoneAnswersStoredResultAndCallsNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	key := b.send(t, "evt_done")
+	b.waitState(t, "evt_done", dedupe.StatusDone)
+
+	var res admin.ReplayResult
+	if code := b.do(t, "POST", "/admin/events/stripe/evt_done/replay", "", &res); code != http.StatusOK {
+		t.Fatalf("replay of a done event: %d, want 200", code)
+	}
+	if len(res.Runs) != 1 || res.Runs[0].Action != admin.ActionStoredResult || res.Enqueued {
+		t.Fatalf("replay result %+v", res)
+	}
+	var stored struct {
+		StatusCode int `json:"status_code"`
+	}
+	if err := json.Unmarshal(res.Runs[0].Result, &stored); err != nil || stored.StatusCode != 200 {
+		t.Errorf("stored result %s", res.Runs[0].Result)
+	}
+	stays(t, time.Second, "destination calls", func() bool { return b.dest.calls(key) == 1 && b.dest.total() == 1 })
+}
+
+func TestReplayFailedRetriesWithTheSameKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	b.dest.setStatus(http.StatusBadRequest) // permanent failure: the task is archived
+	key := b.send(t, "evt_fail")
+	b.waitState(t, "evt_fail", dedupe.StatusFailed)
+	if n := b.dest.calls(key); n != 1 {
+		t.Fatalf("calls before replay: %d", n)
+	}
+
+	b.dest.setStatus(http.StatusOK)
+	var res admin.ReplayResult
+	if code := b.do(t, "POST", "/admin/events/stripe/evt_fail/replay", `{"by":"dana","reason":"fixed the 400"}`, &res); code != http.StatusAccepted {
+		t.Fatalf("replay of a failed event: %d, want 202 (%+v)", code, res)
+	}
+	if res.Runs[0].Action != admin.ActionRequeued || res.Runs[0].Key != key {
+		t.Fatalf("replay result %+v", res)
+	}
+	d := b.waitState(t, "evt_fail", dedupe.StatusDone)
+	if n := b.dest.calls(key); n != 2 {
+		t.Errorf("calls with key %s: %d, want 2 (one failed, one replayed)", key, n)
+	}
+	stays(t, 500*time.Millisecond, "destination calls", func() bool { return b.dest.total() == 2 })
+	if len(d.Runs) != 1 || d.Runs[0].ReplayedBy != "dana" || d.Runs[0].ReplayReason != "fixed the 400" || d.Runs[0].Calls != 2 {
+		t.Errorf("run after replay %+v", d.Runs)
+	}
+}
+
+func TestReplayDeadRetriesWithTheSameKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{maxAttempts: 2})
+	b.dest.setStatus(http.StatusInternalServerError)
+	key := b.send(t, "evt_dead")
+	b.waitState(t, "evt_dead", dedupe.StatusDead)
+	b.dest.setStatus(http.StatusOK)
+	if code := b.do(t, "POST", "/admin/events/stripe/evt_dead/replay", "", nil); code != http.StatusAccepted {
+		t.Fatalf("replay of a dead event: %d, want 202", code)
+	}
+	b.waitState(t, "evt_dead", dedupe.StatusDone)
+	if n := b.dest.calls(key); n != 3 {
+		t.Errorf("calls with key %s: %d, want 3 (2 failed + 1 replayed)", key, n)
+	}
+}
+
+func TestReplayForceStartsARecordedGeneration(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	key := b.send(t, "evt_force")
+	b.waitState(t, "evt_force", dedupe.StatusDone)
+
+	var res admin.ReplayResult
+	code := b.do(t, "POST", "/admin/events/stripe/evt_force/replay?force=true&by=erin&reason=customer+asked", "", &res)
+	if code != http.StatusAccepted || res.Runs[0].Action != admin.ActionForced || res.Runs[0].Key != key+"#2" {
+		t.Fatalf("forced replay: %d %+v", code, res)
+	}
+	pipelinetest.Eventually(t, 20*time.Second, "the #2 call", func() bool { return b.dest.calls(key+"#2") == 1 })
+	d := b.waitState(t, "evt_force", dedupe.StatusDone)
+	stays(t, 500*time.Millisecond, "destination calls", func() bool { return b.dest.total() == 2 && b.dest.calls(key) == 1 })
+
+	var gen2 *dedupe.Run
+	for i := range d.Runs {
+		if d.Runs[i].Generation == 2 {
+			gen2 = &d.Runs[i]
+		}
+	}
+	if gen2 == nil || gen2.Key != key+"#2" || gen2.Status != dedupe.StatusDone || gen2.ReplayedBy != "erin" || gen2.ReplayReason != "customer asked" {
+		t.Fatalf("runs after forced replay: %+v", d.Runs)
+	}
+
+	// The audit line names who, why, the key and the generation.
+	var audit map[string]any
+	for _, l := range b.logs.lines(t) {
+		if strings.Contains(l["msg"].(string), "forced replay recorded") {
+			audit = l
+		}
+	}
+	if audit == nil {
+		t.Fatal("no audit log line for the forced replay")
+	}
+	for k, want := range map[string]any{
+		"source": "stripe", "event_id": "evt_force", "key": key + "#2", "generation": 2.0,
+		"by": "erin", "reason": "customer asked", "destination": destName,
+	} {
+		if audit[k] != want {
+			t.Errorf("audit line %s = %v, want %v (line %v)", k, audit[k], want, audit)
+		}
+	}
+	if id, _ := audit["request_id"].(string); id == "" {
+		t.Errorf("audit line has no request_id: %v", audit)
+	}
+
+	// The event shows the generation through the API too.
+	var detail struct {
+		Runs []struct {
+			Key        string `json:"key"`
+			Generation int    `json:"generation"`
+			ReplayedBy string `json:"replayed_by"`
+		} `json:"runs"`
+	}
+	if code := b.do(t, "GET", "/admin/events/stripe/evt_force", "", &detail); code != http.StatusOK || len(detail.Runs) != 2 || detail.Runs[1].ReplayedBy != "erin" {
+		t.Errorf("GET event: %d %+v", code, detail)
+	}
+}
+
+func TestReplayErrors(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	for _, c := range []struct {
+		path string
+		want int
+	}{
+		{"/admin/events/stripe/evt_missing/replay", http.StatusNotFound},
+		{"/admin/events/nosuch/evt_1/replay", http.StatusUnprocessableEntity},
+		{"/admin/events/stripe/evt_1/replay?destination=nope", http.StatusUnprocessableEntity},
+		{"/admin/events/stripe/evt_1/replay?force=maybe", http.StatusBadRequest},
+	} {
+		var body map[string]any
+		if code := b.do(t, "POST", c.path, "", &body); code != c.want || body["error"] == nil {
+			t.Errorf("POST %s: %d %v, want %d with an error", c.path, code, body, c.want)
+		}
+	}
+}
+
+func TestBulkReplayDryRunThenCapped(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	b.dest.setStatus(http.StatusUnprocessableEntity)
+	ids := []string{"evt_b1", "evt_b2", "evt_b3"}
+	for _, id := range ids {
+		b.send(t, id)
+	}
+	for _, id := range ids {
+		b.waitState(t, id, dedupe.StatusFailed)
+	}
+	b.send(t, "evt_other") // fails too, but is outside the time range below
+	b.waitState(t, "evt_other", dedupe.StatusFailed)
+	if _, err := b.p.Schema.Pool.Exec(t.Context(), `UPDATE events SET received_at = now() - interval '3 hours' WHERE external_id = 'evt_other'`); err != nil {
+		t.Fatal(err)
+	}
+	b.dest.setStatus(http.StatusOK)
+	callsBefore := b.dest.total()
+
+	var dry admin.BulkResult
+	if code := b.do(t, "POST", "/admin/replay", `{"source":"stripe","state":"failed","since":"1h"}`, &dry); code != http.StatusOK {
+		t.Fatalf("dry run: %d", code)
+	}
+	if !dry.DryRun || dry.Matched != 3 || dry.Selected != 3 || dry.Enqueued != 0 {
+		t.Fatalf("dry run result %+v", dry)
+	}
+	stays(t, time.Second, "destination calls after a dry run", func() bool { return b.dest.total() == callsBefore })
+	for _, id := range ids {
+		b.waitState(t, id, dedupe.StatusFailed)
+	}
+
+	var first admin.BulkResult
+	if code := b.do(t, "POST", "/admin/replay", `{"state":"failed","since":"1h","dry_run":false,"limit":2,"by":"ops"}`, &first); code != http.StatusAccepted {
+		t.Fatalf("bulk replay: %d %+v", code, first)
+	}
+	if first.DryRun || first.Matched != 3 || first.Selected != 2 || first.Enqueued != 2 || first.Next == "" {
+		t.Fatalf("capped bulk replay %+v", first)
+	}
+	var second admin.BulkResult
+	body := `{"state":"failed","since":"1h","dry_run":false,"limit":2,"cursor":"` + first.Next + `"}`
+	if code := b.do(t, "POST", "/admin/replay", body, &second); code != http.StatusAccepted || second.Enqueued != 1 || second.Next != "" {
+		t.Fatalf("bulk replay, second page: %d %+v", code, second)
+	}
+	for _, id := range ids {
+		b.waitState(t, id, dedupe.StatusDone)
+	}
+	if d, _ := b.p.Store.GetEvent(t.Context(), "stripe", "evt_other", 1); d.State != dedupe.StatusFailed {
+		t.Errorf("event outside the filter was replayed: %s", d.State)
+	}
+	if code := b.do(t, "POST", "/admin/replay", `{"state":"bogus"}`, nil); code != http.StatusBadRequest {
+		t.Errorf("unknown state: %d, want 400", code)
+	}
+}
