@@ -70,7 +70,10 @@ func sendCommand() *cobra.Command {
 			if name, ok := strings.CutPrefix(src.eventIDSpec(), "header:"); ok && header.Get(name) == "" {
 				header.Set(name, id)
 			}
-			header.Set("Content-Type", contentType)
+			if cmd.Flags().Changed("content-type") || header.Get("Content-Type") == "" {
+				// twilio's signer chose form or JSON by the body.
+				header.Set("Content-Type", contentType)
+			}
 			url := strings.TrimRight(target, "/") + "/webhooks/" + src.Name
 			if rawQuery != "" {
 				url += "?" + rawQuery
@@ -113,7 +116,7 @@ func sendCommand() *cobra.Command {
 	cmd.Flags().StringVar(&target, "url", "", "gateway base URL (default: from the config's listen)")
 	cmd.Flags().StringVar(&id, "id", "", "event id (default: a new random one, the same for all copies)")
 	cmd.Flags().StringVar(&bodyArg, "body", "", "body, or @file (default: a small JSON event)")
-	cmd.Flags().StringVar(&contentType, "content-type", "application/json", "Content-Type of the body")
+	cmd.Flags().StringVar(&contentType, "content-type", "application/json", "Content-Type of the body (twilio: form or JSON, by the body)")
 	cmd.Flags().IntVarP(&n, "count", "n", 1, "how many copies to send")
 	cmd.Flags().IntVarP(&concurrency, "concurrency", "c", 1, "how many copies in flight at once")
 	return cmd

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/gateway/eventid"
+	"github.com/webhookd/webhookd/gateway/verify"
+)
+
+// sendReceiver verifies what `webhookd send` posts, as the gateway would:
+// verify.New on the receiving side, then the source's event id.
+type sendReceiver struct {
+	*httptest.Server
+	mu       sync.Mutex
+	verifier verify.Verifier
+	idSpec   eventid.Extractor
+	calls    []sendCall
+}
+
+type sendCall struct {
+	path, contentType string
+	err               error
+	eventID           string
+	body              []byte
+}
+
+func newSendReceiver(t *testing.T) *sendReceiver {
+	r := &sendReceiver{}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		call := sendCall{path: req.URL.Path, contentType: req.Header.Get("Content-Type"), body: body}
+		call.err = r.verifier.Verify(verify.Request{Header: req.Header, Body: body, RawQuery: req.URL.RawQuery}, time.Now())
+		if call.err == nil {
+			call.eventID, call.err = r.idSpec.Extract(req.Header, body)
+		}
+		r.calls = append(r.calls, call)
+		if call.err != nil {
+			http.Error(w, call.err.Error(), http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+		fmt.Fprintf(w, `{"status":"accepted","event_id":%q}`, call.eventID)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+// TestSendSignsEveryScheme runs `webhookd send` for a source of every
+// scheme and checks that the receiving side verifies the signature and
+// finds the event id where the source's event_id says.
+func TestSendSignsEveryScheme(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		givenVerify string // YAML under verify:, indented by 6; {url} is the receiver's public URL
+		givenID     string // event_id; "" for the scheme's default
+		givenArgs   []string
+		expectType  string // Content-Type the receiver gets
+		expectID    func(body []byte) string
+	}{
+		{name: "stripe", givenVerify: "scheme: stripe\nsecrets: [whsec_send_test]"},
+		{name: "github", givenVerify: "scheme: github\nsecrets: [gh-secret, gh-rotated]"},
+		{name: "standard", givenVerify: "scheme: standard\nsecrets: [whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw]"},
+		{name: "shopify", givenVerify: "scheme: shopify\nsecrets: [shpss_secret]"},
+		{name: "slack", givenVerify: "scheme: slack\nsecrets: [slack-signing-secret]\ntolerance: 1m"},
+		{name: "twilio", givenVerify: "scheme: twilio\nsecrets: [twilio-auth-token]\npublic_url: {url}"},
+		{
+			name:        "twilio-form",
+			givenVerify: "scheme: twilio\nsecrets: [twilio-auth-token]\npublic_url: {url}",
+			givenArgs:   []string{"--body", "AccountSid=AC1&Body=hello+world&From=%2B14158675310&To=%2B14155550100"},
+			expectType:  "application/x-www-form-urlencoded",
+		},
+		{
+			name:        "hmac-hex",
+			givenVerify: "scheme: hmac-sha256\nsecrets: [hmac-secret]\ntimestamp_header: X-Webhook-Timestamp\nsigned_content: \"v1:{timestamp}:{body}\"",
+			givenID:     "header:X-Event-Id",
+		},
+		{
+			name:        "hmac-base64",
+			givenVerify: "scheme: hmac-sha256\nsecrets: [hmac-secret]\nheader: X-Acme-Signature\nencoding: base64\nprefix: \"\"",
+			givenID:     "json:event_id",
+		},
+		{
+			name:        "hmac-bodyhash",
+			givenVerify: "scheme: hmac-sha256\nsecrets: [hmac-secret]",
+			givenID:     "body-sha256",
+			expectID:    func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) },
+		},
+		{name: "none", givenVerify: "scheme: none\nallow_unsigned: true", givenID: "json:id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			recv := newSendReceiver(t)
+			publicURL := recv.URL + "/webhooks/" + tc.name
+			verifyYAML := strings.ReplaceAll(tc.givenVerify, "{url}", publicURL)
+			config := fmt.Sprintf("sources:\n  - name: %s\n    verify:\n%s\n", tc.name, sendIndent(verifyYAML, "      "))
+			if tc.givenID != "" {
+				config += "    event_id: " + tc.givenID + "\n"
+			}
+			config += "    destinations:\n      - name: app\n        url: http://127.0.0.1:9/app\n"
+			path := filepath.Join(t.TempDir(), "webhookd.yaml")
+			if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// The receiver checks as the gateway would, from the same config.
+			cfg, err := loadConfig(path)
+			if err != nil {
+				t.Fatalf("config:\n%s\n%v", config, err)
+			}
+			if recv.verifier, err = verify.New(cfg.Sources[0].verifyConfig()); err != nil {
+				t.Fatal(err)
+			}
+			if recv.idSpec, err = eventid.Parse(cfg.Sources[0].eventIDSpec()); err != nil {
+				t.Fatal(err)
+			}
+
+			const id = "evt_send_1"
+			var out bytes.Buffer
+			cmd := rootCommand()
+			cmd.SetOut(&out)
+			cmd.SetErr(&out)
+			cmd.SetArgs(append([]string{"send", "-f", path, "--source", tc.name, "--url", recv.URL, "--id", id, "-n", "2"}, tc.givenArgs...))
+			if err := cmd.Execute(); err != nil {
+				t.Fatalf("send: %v\n%s", err, out.String())
+			}
+
+			recv.mu.Lock()
+			defer recv.mu.Unlock()
+			if len(recv.calls) != 2 {
+				t.Fatalf("receiver got %d calls, want 2; output:\n%s", len(recv.calls), out.String())
+			}
+			for i, call := range recv.calls {
+				if call.err != nil {
+					t.Errorf("call %d: receiver rejected it: %v", i+1, call.err)
+					continue
+				}
+				if call.path != "/webhooks/"+tc.name {
+					t.Errorf("call %d: path %s, want /webhooks/%s", i+1, call.path, tc.name)
+				}
+				want := id
+				if tc.expectID != nil {
+					want = tc.expectID(call.body)
+				}
+				if call.eventID != want {
+					t.Errorf("call %d: event id %q, want %q", i+1, call.eventID, want)
+				}
+				expectType := tc.expectType
+				if expectType == "" {
+					expectType = "application/json"
+				}
+				if call.contentType != expectType {
+					t.Errorf("call %d: Content-Type %q, want %q", i+1, call.contentType, expectType)
+				}
+			}
+			if got := strings.Count(out.String(), " 202 "); got != 2 {
+				t.Errorf("output shows %d answers 202, want 2:\n%s", got, out.String())
+			}
+		})
+	}
+}
+
+func sendIndent(s, prefix string) string {
+	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix)
+}
