@@ -33,6 +33,9 @@ type RelayConfig struct {
 	Logger *slog.Logger
 	// Metrics, when set, counts relayed events and the backlog.
 	Metrics *Metrics
+	// LossCheck, when set, runs before each scan so events whose tasks
+	// Redis lost are relayed again.
+	LossCheck *QueueLossCheck
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -195,6 +198,11 @@ func (r *Relay) scanLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
+		}
+		if r.cfg.LossCheck != nil {
+			if _, err := r.cfg.LossCheck.Check(ctx); err != nil && ctx.Err() == nil {
+				r.cfg.Logger.WarnContext(ctx, "queue loss check failed", slog.String("error", err.Error()))
+			}
 		}
 		for {
 			n, err := r.ScanOnce(ctx)

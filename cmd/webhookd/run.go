@@ -132,10 +132,11 @@ func run(ctx context.Context, cfg *config, r roles, log *slog.Logger, ready func
 		gwCfg.Sources = sources
 		batcher = dedupe.NewBatcher(pool, dedupe.BatcherConfig{})
 		relay = jobs.NewRelay(store, enqueuer, jobs.RelayConfig{
-			Interval: cfg.Worker.RelayEvery.std(),
-			MinAge:   cfg.Worker.RelayMinAge.std(),
-			Logger:   log,
-			Metrics:  jobMetrics,
+			Interval:  cfg.Worker.RelayEvery.std(),
+			MinAge:    cfg.Worker.RelayMinAge.std(),
+			Logger:    log,
+			Metrics:   jobMetrics,
+			LossCheck: jobs.NewQueueLossCheck(rdb, store, enqueuer, cfg.Retention.std(), log),
 		})
 		background.Add(1)
 		go func() { defer background.Done(); relay.Run(bg) }()

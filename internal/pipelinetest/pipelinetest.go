@@ -46,6 +46,8 @@ type SourceSpec struct {
 
 // Options adjust the pipeline.
 type Options struct {
+	// LossCheck runs the queue-loss check before each relay scan.
+	LossCheck bool
 	// RelayMinAge is the age at which the relay's scan picks up an event
 	// whose hand-off is pending. Defaults to 500ms.
 	RelayMinAge time.Duration
@@ -120,7 +122,11 @@ func Start(t testing.TB, opts Options) *Pipeline {
 	if opts.RelayMinAge == 0 {
 		opts.RelayMinAge = 500 * time.Millisecond
 	}
-	relay := jobs.NewRelay(store, enq, jobs.RelayConfig{Interval: 200 * time.Millisecond, MinAge: opts.RelayMinAge, Logger: log})
+	relayCfg := jobs.RelayConfig{Interval: 200 * time.Millisecond, MinAge: opts.RelayMinAge, Logger: log}
+	if opts.LossCheck {
+		relayCfg.LossCheck = jobs.NewQueueLossCheck(opts.Redis.Client, store, enq, time.Hour, log)
+	}
+	relay := jobs.NewRelay(store, enq, relayCfg)
 	done := make(chan struct{})
 	go func() { relay.Run(ctx); close(done) }()
 
