@@ -41,6 +41,7 @@ func rootCommand() *cobra.Command {
 		demoCommand(),
 		sinkCommand(),
 		sendCommand(),
+		benchCommand(),
 		checkCommand(),
 	)
 	return root

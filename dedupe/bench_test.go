@@ -1,0 +1,137 @@
+package dedupe_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/internal/pgtest"
+)
+
+// Benchmarks against real Postgres (TEST_DATABASE_URL). Figures depend on
+// the machine and on what else runs on it; docs/performance.md says how
+// they were taken. Run with:
+//
+//	go test -run '^$' -bench . -benchtime 3s ./dedupe/
+
+// benchPayload is a 1 KiB Stripe-like body.
+var benchPayload = []byte(`{"id":"evt_bench","object":"event","type":"charge.succeeded","data":{"object":{"pad":"` +
+	string(bytes.Repeat([]byte("x"), 1024-96)) + `"}}}`)
+
+var benchHeaders = []byte(`{"Content-Type":["application/json"],"Stripe-Signature":["t=1700000000,v1=00"]}`)
+
+func benchEvents(prefix string, from, n int) []dedupe.Event {
+	evs := make([]dedupe.Event, n)
+	for i := range evs {
+		evs[i] = dedupe.Event{Source: "bench", ExternalID: prefix + strconv.Itoa(from+i),
+			ContentType: "application/json", Headers: benchHeaders, Payload: benchPayload}
+	}
+	return evs
+}
+
+// BenchmarkRecordBatch measures one multi-row INSERT … ON CONFLICT
+// statement (one commit) per op, for new events and for repeats of stored
+// ones. events/s is the batch's rows over the elapsed time with one
+// statement in flight; ns/event is the statement's time per row.
+func BenchmarkRecordBatch(b *testing.B) {
+	schema := pgtest.New(b)
+	ctx := context.Background()
+	for _, kind := range []string{"new", "repeat"} {
+		for _, size := range []int{1, 16, 64, 256} {
+			b.Run(fmt.Sprintf("%s/batch=%d", kind, size), func(b *testing.B) {
+				prefix := fmt.Sprintf("evt_%s_%d_%d_", kind, size, time.Now().UnixNano())
+				if kind == "repeat" {
+					if _, err := dedupe.RecordBatch(ctx, schema.Pool, benchEvents(prefix, 0, size)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					from := i * size
+					if kind == "repeat" {
+						from = 0
+					}
+					evs := benchEvents(prefix, from, size)
+					recs, err := dedupe.RecordBatch(ctx, schema.Pool, evs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if recs[0].Inserted != (kind == "new") {
+						b.Fatalf("%s event: inserted = %v", kind, recs[0].Inserted)
+					}
+					i++
+				}
+				b.ReportMetric(float64(i*size)/b.Elapsed().Seconds(), "events/s")
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(i*size), "ns/event")
+			})
+		}
+	}
+}
+
+// BenchmarkBatcher measures group commit as the gateway uses it: many
+// goroutines call Record at once (64 per GOMAXPROCS) and share statements.
+// One op is one event.
+func BenchmarkBatcher(b *testing.B) {
+	schema := pgtest.New(b)
+	bt := dedupe.NewBatcher(schema.Pool, dedupe.BatcherConfig{})
+	defer bt.Close()
+	prefix := fmt.Sprintf("evt_batcher_%d_", time.Now().UnixNano())
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(64)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			ev := dedupe.Event{Source: "bench", ExternalID: prefix + strconv.FormatInt(next.Add(1), 10),
+				ContentType: "application/json", Headers: benchHeaders, Payload: benchPayload}
+			if _, err := bt.Record(ctx, ev); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkClaimFinish measures what a worker does in Postgres per job:
+// the claim (one INSERT … ON CONFLICT … RETURNING joined with the event)
+// and the finish (the conditional UPDATE plus the delivery_attempts row).
+func BenchmarkClaimFinish(b *testing.B) {
+	schema := pgtest.New(b)
+	store := dedupe.New(schema.Pool)
+	ctx := context.Background()
+	prefix := fmt.Sprintf("evt_claim_%d_", time.Now().UnixNano())
+	for from := 0; from < b.N; from += 256 {
+		if _, err := dedupe.RecordBatch(ctx, schema.Pool, benchEvents(prefix, from, min(256, b.N-from))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	result := []byte(`{"status_code":200}`)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		id := prefix + strconv.Itoa(i)
+		key := "bench:sink:" + id
+		c, err := store.Claim(ctx, dedupe.ClaimRequest{Key: key, Source: "bench", ExternalID: id, Destination: "sink",
+			Generation: 1, MaxAttempts: 20, Lease: 2 * time.Minute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if c.Outcome != dedupe.Claimed {
+			b.Fatalf("claim of %s: %v", key, c.Outcome)
+		}
+		if _, err := store.Finish(ctx, key, dedupe.Finish{Kind: dedupe.FinishDone, Call: c.Call, Called: true,
+			StatusCode: 200, Result: result, Duration: time.Millisecond}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}

@@ -1,0 +1,222 @@
+package loadgen
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/webhookd/webhookd/gateway/verify"
+)
+
+// Source is the sender the generator imitates: the source name in the
+// URL, how to sign, and where the event id is.
+type Source struct {
+	// Name is the :source path segment. Defaults to "bench".
+	Name string
+	// Verify is the source's verification config; requests are signed
+	// with verify.Sign using its first secret.
+	Verify verify.Config
+	// EventID is the source's event id spec (json:<path> or header:<Name>).
+	// Defaults to the scheme's default, or header:X-Bench-Event-Id for
+	// schemes without one.
+	EventID string
+	// Destination is the name of the source's one destination; the sink
+	// sees keys <Name>:<Destination>:<event id>. Defaults to "sink".
+	Destination string
+}
+
+// BenchSource returns the source used against an in-process server for
+// scheme: a generated secret of the scheme's form and its default event
+// id. twilio is not supported (it signs the URL, not a body).
+func BenchSource(scheme string) (Source, error) {
+	s := Source{Name: "bench", Destination: "sink", Verify: verify.Config{Scheme: scheme}}
+	switch scheme {
+	case verify.SchemeStandard:
+		s.Verify.Secrets = []string{"whsec_" + base64.StdEncoding.EncodeToString([]byte("webhookd-bench-secret-0123456789"))}
+	case verify.SchemeNone:
+		s.Verify.AllowUnsigned = true
+	case verify.SchemeStripe, verify.SchemeGitHub, verify.SchemeShopify, verify.SchemeSlack, verify.SchemeHMACSHA256:
+		s.Verify.Secrets = []string{"whsec_webhookd_bench_secret"}
+	case verify.SchemeTwilio:
+		return Source{}, errors.New("scheme twilio is not supported by the load generator")
+	default:
+		return Source{}, fmt.Errorf("unknown scheme %q", scheme)
+	}
+	return s.withDefaults(), nil
+}
+
+func (s Source) withDefaults() Source {
+	if s.Name == "" {
+		s.Name = "bench"
+	}
+	if s.Destination == "" {
+		s.Destination = "sink"
+	}
+	if s.EventID == "" {
+		s.EventID = verify.DefaultEventID(s.Verify.Scheme)
+	}
+	if s.EventID == "" {
+		s.EventID = "header:X-Bench-Event-Id"
+	}
+	return s
+}
+
+// Env is what the system under test is pointed at.
+type Env struct {
+	// DatabaseURL is a migrated database (a search_path parameter may
+	// select a schema).
+	DatabaseURL string
+	// RedisURL selects the Redis database.
+	RedisURL string
+	// Queue is the Asynq queue to use.
+	Queue string
+	// Source is the one configured source.
+	Source Source
+	// SinkURL is the destination's URL.
+	SinkURL string
+	// Gateway is false in naive mode: start only the worker side
+	// (claim, forward, sweep); the naive ingest replaces the gateway.
+	Gateway bool
+	// Log receives the process's logs.
+	Log *slog.Logger
+}
+
+// StartFunc starts the system under test against env and returns its base
+// URL (http://host:port) once it accepts connections. stop shuts it down
+// and waits until it has.
+type StartFunc func(ctx context.Context, env Env) (baseURL string, stop func() error, err error)
+
+// Config configures a run.
+type Config struct {
+	// Target is the base URL of a running gateway. Empty means: prepare
+	// the environment and start the system under test with Start.
+	Target string
+	// Start starts the in-process system under test; required without
+	// Target.
+	Start StartFunc
+
+	// Concurrency is the number of requests in flight (closed loop), or
+	// the number of connections sending (open loop). Defaults to 64.
+	Concurrency int
+	// Rate, when positive, selects the open loop: requests per second at
+	// steady spacing, latency measured from each request's intended send
+	// time.
+	Rate float64
+	// Duration is how long to send. Defaults to 10s.
+	Duration time.Duration
+	// Duplicates is the share (0..1) of requests that repeat an
+	// already-sent event id (preloaded ids included).
+	Duplicates float64
+	// BodySize is the body's size in bytes. Defaults to 1024.
+	BodySize int
+	// Source is the source to send to. Defaults to BenchSource("stripe").
+	Source *Source
+
+	// DatabaseURL locates Postgres. In-process, the database it names is
+	// dropped and created again when FreshDatabase is set; otherwise it
+	// is used as it is (for example a test schema) and migrated. With
+	// Target, when set, the events table is checked at the end.
+	DatabaseURL string
+	// FreshDatabase drops and creates the database named in DatabaseURL
+	// at the start (and drops it at the end unless KeepDatabase).
+	FreshDatabase bool
+	// ReuseDatabase keeps an existing database from an earlier run with
+	// KeepDatabase: preloaded rows stay (so a large preload is paid once),
+	// everything else is reset.
+	ReuseDatabase bool
+	// KeepDatabase leaves the database in place at the end.
+	KeepDatabase bool
+	// RedisURL locates Redis. Defaults to redis://127.0.0.1:6379/0.
+	RedisURL string
+	// Queue is the Asynq queue; its keys are deleted at start and end.
+	// Defaults to "bench".
+	Queue string
+	// SinkURL, with Target, is a running sink whose GET /stats is read
+	// for the end-to-end figures and the check.
+	SinkURL string
+
+	// Naive replaces webhookd's ingest with NaiveServer.
+	Naive bool
+	// NaivePool is the naive ingest's pgxpool size. Defaults to 32.
+	NaivePool int
+
+	// Preload inserts this many events (ids evt_pre_<n>, already handed
+	// off) before sending, with COPY.
+	Preload int64
+
+	// DrainTimeout bounds the wait for the queue to drain after sending.
+	// Defaults to 2m.
+	DrainTimeout time.Duration
+
+	// CPUProfile, when set, receives a CPU profile of the sending phase.
+	CPUProfile io.Writer
+	// Progress, when set, shows progress bars (a terminal, usually stderr).
+	Progress io.Writer
+	// Log receives the generator's own log lines and is handed to the
+	// system under test. Defaults to a logger that discards.
+	Log *slog.Logger
+}
+
+// WithDefaults returns a copy of c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Concurrency <= 0 {
+		c.Concurrency = 64
+	}
+	if c.Duration <= 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.BodySize <= 0 {
+		c.BodySize = 1024
+	}
+	if c.Source == nil {
+		s, _ := BenchSource(verify.SchemeStripe)
+		c.Source = &s
+	} else {
+		s := c.Source.withDefaults()
+		c.Source = &s
+	}
+	if c.RedisURL == "" {
+		c.RedisURL = "redis://127.0.0.1:6379/0"
+	}
+	if c.Queue == "" {
+		c.Queue = "bench"
+	}
+	if c.NaivePool <= 0 {
+		c.NaivePool = 32
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 2 * time.Minute
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate returns an error naming the first invalid field.
+func (c Config) Validate() error {
+	switch {
+	case c.Target == "" && c.Start == nil && !c.Naive:
+		return errors.New("loadgen: Start is required without Target")
+	case c.Target == "" && c.DatabaseURL == "":
+		return errors.New("loadgen: DatabaseURL is required without Target")
+	case c.Target != "" && (c.Naive || c.Preload > 0 || c.FreshDatabase):
+		return errors.New("loadgen: Naive, Preload and FreshDatabase need the in-process server, not Target")
+	case c.Duplicates < 0 || c.Duplicates > 1:
+		return fmt.Errorf("loadgen: Duplicates must be within 0..1, not %v", c.Duplicates)
+	case c.Rate < 0:
+		return errors.New("loadgen: Rate must not be negative")
+	case c.Preload < 0:
+		return errors.New("loadgen: Preload must not be negative")
+	case c.Naive && c.Start == nil:
+		return errors.New("loadgen: Naive needs Start for the worker side")
+	}
+	if c.Source != nil && c.Source.Verify.Scheme == verify.SchemeTwilio {
+		return errors.New("loadgen: scheme twilio is not supported")
+	}
+	return nil
+}

@@ -1,0 +1,211 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/webhookd/webhookd/migrations"
+)
+
+// prepareDatabase makes the database ready: created afresh (or reset for
+// reuse) when asked, and migrated. cleanup drops a database it created.
+func prepareDatabase(ctx context.Context, cfg Config) (cleanup func(), err error) {
+	cleanup = func() {}
+	if cfg.FreshDatabase {
+		cc, err := pgx.ParseConfig(cfg.DatabaseURL)
+		if err != nil {
+			return cleanup, fmt.Errorf("error parsing database url: %w", err)
+		}
+		name := cc.Database
+		ident := pgx.Identifier{name}.Sanitize()
+		cc.Database = "postgres"
+		admin := func(ctx context.Context, fn func(*pgx.Conn) error) error {
+			conn, err := pgx.ConnectConfig(ctx, cc)
+			if err != nil {
+				return fmt.Errorf("error connecting to the postgres database: %w", err)
+			}
+			defer conn.Close(context.WithoutCancel(ctx))
+			return fn(conn)
+		}
+		err = admin(ctx, func(conn *pgx.Conn) error {
+			var exists bool
+			if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+				return err
+			}
+			if exists && cfg.ReuseDatabase {
+				return nil
+			}
+			if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
+				return fmt.Errorf("error dropping database %s: %w", name, err)
+			}
+			if _, err := conn.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
+				return fmt.Errorf("error creating database %s: %w", name, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return cleanup, err
+		}
+		if !cfg.KeepDatabase {
+			cleanup = func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				err := admin(ctx, func(conn *pgx.Conn) error {
+					_, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)")
+					return err
+				})
+				if err != nil {
+					cfg.Log.Warn("could not drop the bench database", "database", name, "error", err.Error())
+				}
+			}
+		}
+	}
+	if _, err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
+		return cleanup, err
+	}
+	return cleanup, nil
+}
+
+// resetForReuse removes what earlier runs left besides the preload.
+func resetForReuse(ctx context.Context, pool *pgxpool.Pool, source string) error {
+	steps := []struct {
+		sql  string
+		args []any
+	}{
+		{`TRUNCATE job_runs, delivery_attempts, entity_versions`, nil},
+		{`DELETE FROM events WHERE source <> $1 OR external_id NOT LIKE 'evt\_pre\_%'`, []any{source}},
+		{`UPDATE events SET deliveries = 1, last_received_at = received_at WHERE deliveries <> 1`, nil},
+	}
+	for _, st := range steps {
+		if _, err := pool.Exec(ctx, st.sql, st.args...); err != nil {
+			return fmt.Errorf("error resetting the reused database: %w", err)
+		}
+	}
+	_, err := pool.Exec(ctx, `VACUUM (ANALYZE) events`)
+	return err
+}
+
+// clearQueue deletes the Asynq keys of queue.
+func clearQueue(ctx context.Context, redisURL, queue string) error {
+	opts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return fmt.Errorf("error parsing redis url: %w", err)
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	iter := rdb.Scan(ctx, 0, "asynq:{"+queue+"}:*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+		if len(keys) == 500 {
+			if err := rdb.Unlink(ctx, keys...).Err(); err != nil {
+				return err
+			}
+			keys = keys[:0]
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return fmt.Errorf("error listing queue keys: %w", err)
+	}
+	if len(keys) > 0 {
+		if err := rdb.Unlink(ctx, keys...).Err(); err != nil {
+			return err
+		}
+	}
+	return rdb.SRem(ctx, "asynq:queues", queue).Err()
+}
+
+// preload inserts events evt_pre_<0..n-1> of source with COPY, already
+// handed off (so neither relay nor worker touches them), unless an
+// earlier run left exactly those. It then vacuums, analyzes and
+// checkpoints, so the measured run does not pay for the load.
+func preload(ctx context.Context, pool *pgxpool.Pool, source string, n int64, bodySize int, progress io.Writer) error {
+	var last, beyond bool
+	err := pool.QueryRow(ctx, `SELECT
+        EXISTS (SELECT 1 FROM events WHERE source = $1 AND external_id = $2),
+        EXISTS (SELECT 1 FROM events WHERE source = $1 AND external_id = $3)`,
+		source, preloadID(n-1), preloadID(n)).Scan(&last, &beyond)
+	if err != nil {
+		return fmt.Errorf("error checking the preload: %w", err)
+	}
+	if last && !beyond {
+		return nil
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM events WHERE source = $1 AND external_id LIKE 'evt\_pre\_%'`, source); err != nil {
+		return fmt.Errorf("error removing an old preload: %w", err)
+	}
+
+	var done atomic.Int64
+	stop := make(chan struct{})
+	var bars sync.WaitGroup
+	if progress != nil {
+		bars.Add(1)
+		go func() {
+			defer bars.Done()
+			bar := newBar(progress, n, "preloading events")
+			tick := time.NewTicker(250 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					_ = bar.Set64(done.Load())
+					_ = bar.Finish()
+					_, _ = fmt.Fprintln(progress)
+					return
+				case <-tick.C:
+					_ = bar.Set64(done.Load())
+				}
+			}
+		}()
+	}
+	headers := []byte(`{"Content-Type":["application/json"]}`)
+	now := time.Now()
+	const streams = 2
+	errs := make(chan error, streams)
+	per := (n + streams - 1) / streams
+	for s := range int64(streams) {
+		from, to := s*per, min((s+1)*per, n)
+		go func() {
+			i := from
+			_, err := pool.CopyFrom(ctx, pgx.Identifier{"events"},
+				[]string{"source", "external_id", "content_type", "headers", "payload", "received_at", "last_received_at", "enqueued_at"},
+				pgx.CopyFromFunc(func() ([]any, error) {
+					if i >= to {
+						return nil, nil
+					}
+					id := preloadID(i)
+					row := []any{source, id, "application/json", headers, makeBody(id, i, bodySize), now, now, now}
+					i++
+					if i%1000 == 0 {
+						done.Add(1000)
+					}
+					return row, nil
+				}))
+			errs <- err
+		}()
+	}
+	for range streams {
+		if e := <-errs; e != nil && err == nil {
+			err = fmt.Errorf("error preloading events: %w", e)
+		}
+	}
+	done.Store(n)
+	close(stop)
+	bars.Wait()
+	if err != nil {
+		return err
+	}
+	if _, err := pool.Exec(ctx, `VACUUM (ANALYZE) events`); err != nil {
+		return fmt.Errorf("error vacuuming after the preload: %w", err)
+	}
+	_, _ = pool.Exec(ctx, `CHECKPOINT`) // needs superuser; best effort
+	return nil
+}

@@ -1,0 +1,236 @@
+package loadgen
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway"
+	"github.com/webhookd/webhookd/gateway/eventid"
+	"github.com/webhookd/webhookd/gateway/verify"
+	"github.com/webhookd/webhookd/internal/pgtest"
+	"github.com/webhookd/webhookd/internal/redistest"
+	"github.com/webhookd/webhookd/jobs"
+)
+
+// startProduct wires webhookd's gateway (batcher, relay) and worker the
+// way cmd/webhookd does, for tests that cannot import package main.
+func startProduct(t *testing.T) StartFunc {
+	return func(ctx context.Context, env Env) (string, func() error, error) {
+		pc, err := pgxpool.ParseConfig(env.DatabaseURL)
+		if err != nil {
+			return "", nil, err
+		}
+		pc.MaxConns = 8
+		pool, err := pgxpool.NewWithConfig(ctx, pc)
+		if err != nil {
+			return "", nil, err
+		}
+		opts, err := redis.ParseURL(env.RedisURL)
+		if err != nil {
+			pool.Close()
+			return "", nil, err
+		}
+		rdb := redis.NewClient(opts)
+		store := dedupe.New(pool)
+		client := asynq.NewClientFromRedisClient(rdb)
+		routes := jobs.Routes{env.Source.Name: {env.Source.Destination: jobs.Destination{Name: env.Source.Destination, URL: env.SinkURL}}}
+		enq := jobs.NewEnqueuer(client, env.Queue, routes)
+		worker := jobs.NewServer(rdb, jobs.NewHandler(store, jobs.HandlerConfig{Routes: routes, Logger: env.Log}),
+			jobs.ServerConfig{Queue: env.Queue, Logger: env.Log})
+		if err := worker.Start(); err != nil {
+			pool.Close()
+			return "", nil, err
+		}
+		bg, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		var batcher *dedupe.Batcher
+		gw := gateway.Config{Logger: env.Log}
+		var srv *gateway.Server
+		if env.Gateway {
+			v, err := verify.New(env.Source.Verify)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ex, err := eventid.Parse(env.Source.EventID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gw.Sources = map[string]gateway.Source{env.Source.Name: {Name: env.Source.Name, Scheme: env.Source.Verify.Scheme,
+				Verifier: v, EventID: ex, Destinations: 1}}
+			batcher = dedupe.NewBatcher(pool, dedupe.BatcherConfig{})
+			relay := jobs.NewRelay(store, enq, jobs.RelayConfig{Interval: 200 * time.Millisecond, MinAge: 200 * time.Millisecond, Logger: env.Log})
+			wg.Add(1)
+			go func() { defer wg.Done(); relay.Run(bg) }()
+			srv = gateway.New(gw, batcher, relay)
+		} else {
+			srv = gateway.New(gw, nil, nil)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = srv.Serve(l) }()
+		stop := func() error {
+			err := srv.Shutdown(context.Background())
+			if batcher != nil {
+				batcher.Close()
+			}
+			cancel()
+			wg.Wait()
+			worker.Shutdown()
+			_ = rdb.Close()
+			pool.Close()
+			return err
+		}
+		return "http://" + l.Addr().String(), stop, nil
+	}
+}
+
+// TestRun runs the generator briefly against real Postgres and Redis and
+// checks that the run is sound: every request answered 2xx, exactly-once
+// holds, and the figures are in range. It asserts nothing about speed.
+func TestRun(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		givenNaive bool
+		givenRate  float64
+		givenDups  float64
+		givenPre   int64
+	}{
+		{name: "webhookd open loop with duplicates", givenRate: 100, givenDups: 0.3},
+		{name: "webhookd closed loop after a preload", givenDups: 0.5, givenPre: 500},
+		{name: "naive closed loop", givenNaive: true, givenDups: 0.2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			schema := pgtest.New(t)
+			rdb := redistest.New(t)
+			log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			rep, err := Run(t.Context(), Config{
+				Start:        startProduct(t),
+				Concurrency:  4,
+				Rate:         tc.givenRate,
+				Duration:     2 * time.Second,
+				Duplicates:   tc.givenDups,
+				BodySize:     512,
+				DatabaseURL:  schema.URL,
+				RedisURL:     rdb.URL,
+				Queue:        rdb.Queue,
+				Naive:        tc.givenNaive,
+				Preload:      tc.givenPre,
+				DrainTimeout: time.Minute,
+				Log:          log,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := rep.Check
+			if !c.Passed {
+				t.Fatalf("exactly-once check failed: %v", c.Problems)
+			}
+			if len(c.Skipped) > 0 {
+				t.Errorf("checks skipped in-process: %v", c.Skipped)
+			}
+			if rep.Requests == 0 || rep.Acks != rep.Requests || rep.TransportErrors != 0 {
+				t.Errorf("requests %d, acks %d, transport errors %d (%s); want every request acknowledged",
+					rep.Requests, rep.Acks, rep.TransportErrors, rep.FirstError)
+			}
+			if tc.givenRate > 0 {
+				want := tc.givenRate * 2
+				if float64(rep.Requests) < want*0.9 || float64(rep.Requests) > want+1 {
+					t.Errorf("open loop sent %d requests, want about %.0f", rep.Requests, want)
+				}
+			}
+			if got := rep.StatusCodes["202"]; got != c.DistinctAcked {
+				t.Errorf("202 answers %d, distinct new ids acknowledged %d", got, c.DistinctAcked)
+			}
+			if tc.givenDups > 0 && rep.StatusCodes["200"] == 0 {
+				t.Errorf("no duplicate answers (200) with duplicates %.1f", tc.givenDups)
+			}
+			if c.NewRows != c.DistinctSent || c.SinkKeys != c.NewRows {
+				t.Errorf("new rows %d, distinct sent %d, sink keys %d; want all equal", c.NewRows, c.DistinctSent, c.SinkKeys)
+			}
+			l := rep.Latency
+			if !(l.P50 > 0 && l.P50 <= l.P90 && l.P90 <= l.P99 && l.P99 <= l.Max) {
+				t.Errorf("latency percentiles out of order: %+v", l)
+			}
+			e := rep.EndToEnd
+			if !e.Measured || !e.Drained || e.Delivered != c.DistinctSent || e.Rate <= 0 {
+				t.Errorf("end to end: %+v; want all %d delivered", e, c.DistinctSent)
+			}
+			if rep.AckRate <= 0 || rep.SendSeconds < 1.9 || rep.SendSeconds > 30 {
+				t.Errorf("ack rate %.1f over %.2fs", rep.AckRate, rep.SendSeconds)
+			}
+			if rep.CPU.MachineMicrosPerAck <= 0 || rep.CPU.ProcessMicrosPerAck < 0 || rep.PeakRSSMiB <= 0 {
+				t.Errorf("cpu %+v, peak rss %.1f MiB; want positive figures", rep.CPU, rep.PeakRSSMiB)
+			}
+			var b testBuffer
+			if err := rep.WriteText(&b); err != nil || len(b) == 0 {
+				t.Errorf("WriteText: %v", err)
+			}
+			t.Logf("\n%s", b)
+		})
+	}
+}
+
+// TestBook checks the id book's duplicate ratio and counting.
+func TestBook(t *testing.T) {
+	t.Parallel()
+	b := newBook("x", 10)
+	r := newTestRand()
+	const n = 10000
+	repeats := 0
+	for range n {
+		p := b.next(r, 0.25)
+		if p.pre || p.n < int64(len(b.sent))-1 {
+			repeats++
+		}
+		b.ack(p)
+	}
+	if share := float64(repeats) / n; share < 0.2 || share > 0.3 {
+		t.Errorf("repeat share %.3f, want about 0.25", share)
+	}
+	var sent, acked int64
+	for i := range b.sent {
+		sent += int64(b.sent[i])
+		acked += int64(b.acked[i])
+	}
+	for k, v := range b.preSent {
+		sent += int64(v)
+		acked += int64(b.preAcked[k])
+	}
+	if sent != n || acked != n {
+		t.Errorf("counted %d sent, %d acked; want %d", sent, acked, n)
+	}
+	if got := makeBody("evt_1", 1, 1024); len(got) != 1024 {
+		t.Errorf("body of %d bytes, want 1024", len(got))
+	}
+}
+
+// tWriter routes log lines to t.Log.
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+type testBuffer []byte
+
+func (b *testBuffer) Write(p []byte) (int, error) {
+	*b = append(*b, p...)
+	return len(p), nil
+}
+
+func newTestRand() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
