@@ -236,6 +236,9 @@ func (c *config) validate() error {
 	default:
 		return c.fieldError("must be debug, info, warn or error", "log_level")
 	}
+	if c.Worker.SweepEvery > c.Lease/2 {
+		return c.fieldError("must be at most lease/2, so an expired lease is found promptly", "worker", "sweep_interval")
+	}
 	if c.Worker.Concurrency < 0 {
 		return c.fieldError("must not be negative", "worker", "concurrency")
 	}

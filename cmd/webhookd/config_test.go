@@ -146,6 +146,11 @@ func TestParseConfigErrors(t *testing.T) {
 			expectText: []string{"sources[0].destinations[0].timeout", "shorter than lease"},
 		},
 		{
+			name:       "sweep interval longer than half the lease",
+			givenYAML:  strings.Replace(validConfig, "lease: 1m", "lease: 1m\nworker:\n  sweep_interval: 45s", 1),
+			expectText: []string{"worker.sweep_interval", "lease/2"},
+		},
+		{
 			name:       "bad redis url",
 			givenYAML:  strings.Replace(validConfig, "redis://127.0.0.1:6379/0", "http://nope", 1),
 			expectText: []string{"redis_url"},
