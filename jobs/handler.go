@@ -150,7 +150,9 @@ func (h *Handler) Deliver(ctx context.Context, p DeliverPayload) error {
 		if v.Outcome == dedupe.VersionBusy {
 			// Another event of the entity is being forwarded: wait for
 			// it, so the destination sees the two in order. Not an attempt.
-			wait := min(max(time.Until(v.BusyUntil), time.Second), h.cfg.Lease)
+			// Poll every second: the other call usually ends long before
+			// its hold (a lease) would.
+			wait := max(min(time.Until(v.BusyUntil), time.Second), 100*time.Millisecond)
 			_, err := h.store.Finish(ctx, key, dedupe.Finish{Kind: dedupe.FinishHold, Call: claim.Call, HoldFor: wait, Lease: h.cfg.Lease})
 			if err != nil && !errors.Is(err, dedupe.ErrClaimLost) {
 				log.ErrorContext(ctx, "could not store the hold", slog.String("error", err.Error()))

@@ -203,3 +203,11 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// status returns a run's status, or "" while it has no row.
+func (b *bundle) status(t *testing.T, key string) string {
+	t.Helper()
+	var s string
+	_ = b.schema.Pool.QueryRow(testCtx(t), `SELECT status FROM job_runs WHERE key = $1`, key).Scan(&s)
+	return s
+}

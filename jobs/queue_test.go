@@ -1,0 +1,294 @@
+package jobs_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/jobs"
+)
+
+// These tests run the handler behind a real Asynq server on the test's
+// own Redis DB, so Asynq's retry, archive and IsFailure decisions are part
+// of what is tested.
+
+func TestQueueRateLimitHoldDoesNotSpendAttempts(t *testing.T) {
+	t.Parallel()
+	d := newDestination(t, func(n int, _ *http.Request, w http.ResponseWriter) {
+		if n == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	// max_attempts 1: had the 429 counted, the run would be dead.
+	b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL, MaxAttempts: 1}})
+	q := b.startWorker(t)
+	b.record(t, "evt_1", body)
+	p := jobs.DeliverPayload{Source: "src", EventID: "evt_1", Destination: "dst"}
+	if err := q.enqueuer.Enqueue(testCtx(t), p); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "the run to be done", func() bool { return b.status(t, p.Key()) == dedupe.StatusDone })
+	calls := d.Calls()
+	if len(calls) != 2 || calls[0].Key != p.Key() || calls[1].Key != p.Key() || calls[0].Attempt != "1" || calls[1].Attempt != "2" {
+		t.Fatalf("destination saw %+v, want 2 calls with the key, attempts 1 and 2", calls)
+	}
+	if gap := calls[1].At.Sub(calls[0].At); gap < time.Second {
+		t.Fatalf("retried after %s, want at least the Retry-After of 1s", gap)
+	}
+	if r := b.run(t, p.Key()); r.Attempts != 0 || r.Calls != 2 {
+		t.Fatalf("run %+v, want 0 attempts (a hold is not one) after 2 calls", r)
+	}
+}
+
+func TestQueuePermanentFailureAndDead(t *testing.T) {
+	t.Parallel()
+
+	t.Run("400FailsAfterOneCall", func(t *testing.T) {
+		t.Parallel()
+		d := newDestination(t, status(http.StatusBadRequest))
+		b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL, MaxAttempts: 5}})
+		q := b.startWorker(t)
+		b.record(t, "evt_1", body)
+		p := jobs.DeliverPayload{Source: "src", EventID: "evt_1", Destination: "dst"}
+		if err := q.enqueuer.Enqueue(testCtx(t), p); err != nil {
+			t.Fatal(err)
+		}
+		waitArchived(t, q, p.Key())
+		if r := b.run(t, p.Key()); r.Status != dedupe.StatusFailed || !r.Permanent || r.Calls != 1 {
+			t.Fatalf("run %+v, want failed permanently after 1 call", r)
+		}
+		time.Sleep(300 * time.Millisecond)
+		if n := len(d.Calls()); n != 1 {
+			t.Fatalf("destination called %d times, want 1", n)
+		}
+	})
+
+	t.Run("500AlwaysIsDeadAfterExactlyMaxAttempts", func(t *testing.T) {
+		t.Parallel()
+		d := newDestination(t, status(http.StatusInternalServerError))
+		b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL, MaxAttempts: 3}})
+		q := b.startWorker(t)
+		b.record(t, "evt_1", body)
+		p := jobs.DeliverPayload{Source: "src", EventID: "evt_1", Destination: "dst"}
+		if err := q.enqueuer.Enqueue(testCtx(t), p); err != nil {
+			t.Fatal(err)
+		}
+		waitArchived(t, q, p.Key())
+		if r := b.run(t, p.Key()); r.Status != dedupe.StatusDead || r.Attempts != 3 || r.Calls != 3 {
+			t.Fatalf("run %+v, want dead after 3 attempts and 3 calls", r)
+		}
+		time.Sleep(300 * time.Millisecond)
+		calls := d.Calls()
+		if len(calls) != 3 {
+			t.Fatalf("destination called %d times, want exactly 3", len(calls))
+		}
+		for i, c := range calls {
+			if c.Key != p.Key() || c.Attempt != strconv.Itoa(i+1) {
+				t.Fatalf("call %d: key %q attempt %q", i+1, c.Key, c.Attempt)
+			}
+		}
+	})
+}
+
+// waitArchived waits until Asynq archived the task: it will not run again.
+func waitArchived(t *testing.T, q *queue, key string) {
+	t.Helper()
+	waitFor(t, 20*time.Second, "task "+key+" archived", func() bool {
+		info, err := q.insp.GetTaskInfo(q.redis.Queue, key)
+		return err == nil && info.State == asynq.TaskStateArchived
+	})
+}
+
+func TestQueueOrdering(t *testing.T) {
+	t.Parallel()
+
+	t.Run("OlderAfterNewerIsSkipped", func(t *testing.T) {
+		t.Parallel()
+		d := newDestination(t, status(200))
+		b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL}})
+		q := b.startWorker(t)
+		b.record(t, "evt_v2", `{"v":2}`, "cus_1", "2")
+		b.record(t, "evt_v1", `{"v":1}`, "cus_1", "1")
+		p2 := jobs.DeliverPayload{Source: "src", EventID: "evt_v2", Destination: "dst"}
+		p1 := jobs.DeliverPayload{Source: "src", EventID: "evt_v1", Destination: "dst"}
+		if err := q.enqueuer.Enqueue(testCtx(t), p2); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "v2 done", func() bool { return b.status(t, p2.Key()) == dedupe.StatusDone })
+		if err := q.enqueuer.Enqueue(testCtx(t), p1); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "v1 skipped", func() bool { return b.status(t, p1.Key()) == dedupe.StatusSkippedStale })
+		calls := d.Calls()
+		if len(calls) != 1 || calls[0].EventID != "evt_v2" {
+			t.Fatalf("destination saw %+v, want only v2", calls)
+		}
+	})
+
+	// Many entities, each with several versions enqueued at once on a
+	// worker with 8 slots: the destination never sees an older version of
+	// an entity after a newer one, and the newest always arrives.
+	t.Run("ConcurrentNeverOlderAfterNewer", func(t *testing.T) {
+		t.Parallel()
+		const entities, versions = 15, 4
+		var (
+			mu     sync.Mutex
+			newest = map[string]int{}
+			bad    []string
+		)
+		d := newDestination(t, func(_ int, r *http.Request, w http.ResponseWriter) {
+			time.Sleep(time.Duration(rand.IntN(15)) * time.Millisecond) // widen the window
+			w.WriteHeader(200)
+		})
+		b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL}})
+		q := b.startWorker(t)
+		var ps []jobs.DeliverPayload
+		for e := range entities {
+			for v := 1; v <= versions; v++ {
+				id := fmt.Sprintf("evt_e%d_v%d", e, v)
+				b.record(t, id, fmt.Sprintf(`{"entity":"e%d","version":%d}`, e, v), fmt.Sprintf("e%d", e), strconv.Itoa(v))
+				ps = append(ps, jobs.DeliverPayload{Source: "src", EventID: id, Destination: "dst"})
+			}
+		}
+		rand.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
+		var wg sync.WaitGroup
+		for _, p := range ps {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := q.enqueuer.Enqueue(testCtx(t), p); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		waitFor(t, 60*time.Second, "every run settled", func() bool {
+			return b.count(t, `SELECT count(*) FROM job_runs WHERE status IN ('done', 'skipped_stale')`) == entities*versions
+		})
+		// Arrival order at the destination, per entity.
+		for _, c := range d.Calls() {
+			var e, v int
+			if _, err := fmt.Sscanf(c.EventID, "evt_e%d_v%d", &e, &v); err != nil {
+				t.Fatal(err)
+			}
+			k := strconv.Itoa(e)
+			mu.Lock()
+			if v < newest[k] {
+				bad = append(bad, fmt.Sprintf("entity %d: version %d after %d", e, v, newest[k]))
+			}
+			newest[k] = max(newest[k], v)
+			mu.Unlock()
+		}
+		if len(bad) > 0 {
+			t.Fatalf("older after newer: %v", bad)
+		}
+		for e := range entities {
+			if newest[strconv.Itoa(e)] != versions {
+				t.Fatalf("entity %d: newest forwarded %d, want %d", e, newest[strconv.Itoa(e)], versions)
+			}
+		}
+		if n := b.count(t, `SELECT count(*) FROM delivery_attempts WHERE succeeded GROUP BY key ORDER BY 1 DESC LIMIT 1`); n != 1 {
+			t.Fatalf("a key was delivered %d times", n)
+		}
+	})
+}
+
+func TestSweeperRecoversAKilledRunWithTheSameKey(t *testing.T) {
+	t.Parallel()
+	d := newDestination(t, status(200))
+	b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL}, lease: time.Second})
+	q := b.startWorker(t)
+	b.record(t, "evt_1", body)
+	p := jobs.DeliverPayload{Source: "src", EventID: "evt_1", Destination: "dst"}
+	// A worker claimed the key and died without a trace in the queue.
+	if _, err := b.store.Claim(testCtx(t), dedupe.ClaimRequest{Key: p.Key(), Source: "src", ExternalID: "evt_1",
+		Destination: "dst", Generation: 1, MaxAttempts: 5, Lease: 100 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	reg := prometheus.NewRegistry()
+	m := jobs.NewMetrics(reg)
+	sw := jobs.NewSweeper(b.store, q.enqueuer, jobs.SweeperConfig{Logger: testLogger(t), Metrics: m})
+	n, err := sw.SweepOnce(testCtx(t))
+	if err != nil || n != 1 {
+		t.Fatalf("sweep: %d, %v; want 1 reset", n, err)
+	}
+	waitFor(t, 10*time.Second, "the retried run to be done", func() bool { return b.status(t, p.Key()) == dedupe.StatusDone })
+	calls := d.Calls()
+	if len(calls) != 1 || calls[0].Key != p.Key() || calls[0].Attempt != "2" {
+		t.Fatalf("destination saw %+v, want one call with the same key as attempt 2", calls)
+	}
+	if r := b.run(t, p.Key()); r.Attempts != 1 {
+		t.Fatalf("run %+v, want the crash counted as 1 attempt", r)
+	}
+	if v := metricValue(t, reg, "webhookd_sweeper_resets_total", "status", dedupe.StatusFailed); v != 1 {
+		t.Fatalf("sweeper reset metric %v, want 1", v)
+	}
+}
+
+func TestRelayEnqueuesPendingEvents(t *testing.T) {
+	t.Parallel()
+	d := newDestination(t, status(200))
+	b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL}})
+	q := b.startWorker(t)
+	for i := range 5 {
+		b.record(t, fmt.Sprintf("evt_%d", i), body)
+	}
+	r := jobs.NewRelay(b.store, q.enqueuer, jobs.RelayConfig{MinAge: time.Millisecond, Logger: testLogger(t)})
+	time.Sleep(10 * time.Millisecond)
+	n, err := r.ScanOnce(testCtx(t))
+	if err != nil || n != 5 {
+		t.Fatalf("scan: %d, %v; want 5", n, err)
+	}
+	if n, _ := r.ScanOnce(testCtx(t)); n != 0 {
+		t.Fatalf("second scan enqueued %d, want 0", n)
+	}
+	waitFor(t, 10*time.Second, "5 deliveries", func() bool { return len(d.Calls()) == 5 })
+	if n := b.count(t, `SELECT count(*) FROM events WHERE enqueued_at IS NULL`); n != 0 {
+		t.Fatalf("%d events still pending", n)
+	}
+}
+
+// metricValue reads one sample from reg: the metric name with the label
+// pair, or without labels when label is empty.
+func metricValue(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			match := label == ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					match = true
+				}
+			}
+			if !match {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				return m.Counter.GetValue()
+			case m.Gauge != nil:
+				return m.Gauge.GetValue()
+			}
+		}
+	}
+	return 0
+}
