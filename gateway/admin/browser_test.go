@@ -1,0 +1,187 @@
+package admin_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/internal/pipelinetest"
+)
+
+// chromiumPath finds Chromium: $CHROMIUM, /usr/bin/chromium, or PATH. The
+// test fails (never skips) without it, saying how to install it.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium"} {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	t.Fatalf("the event browser test needs headless Chromium at /usr/bin/chromium (or $CHROMIUM): install it with apt-get install -y chromium")
+	return ""
+}
+
+// newBrowser starts headless Chromium for the test and accepts every
+// JavaScript dialog (the force replay's confirmation).
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1400, 1000),
+		chromedp.UserDataDir(t.TempDir()),
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	return ctx
+}
+
+// step runs actions with a deadline (the browser itself lives as long as
+// the test).
+func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// text reads the text of the element sel.
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("reading %s: %v", sel, err)
+	}
+	return s
+}
+
+func TestBrowserReplayFailedEvent(t *testing.T) {
+	t.Parallel()
+	ctx := newBrowser(t)
+	b := setup(t, options{token: "browser-token"})
+
+	b.send(t, "evt_ok")
+	b.waitState(t, "evt_ok", dedupe.StatusDone)
+	b.dest.setStatus(http.StatusBadRequest)
+	key := b.send(t, "evt_broken")
+	b.waitState(t, "evt_broken", dedupe.StatusFailed)
+	b.dest.setStatus(http.StatusOK)
+
+	// Sign in with the token; the session cookie covers the rest.
+	step(t, ctx, "signing in",
+		chromedp.Navigate(b.srv.URL+"/admin/login?next=/admin/"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), "browser-token"),
+		chromedp.Submit(chromedp.CSS(`input[name=token]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#events`)),
+	)
+	list := text(t, ctx, `#events`)
+	if !strings.Contains(list, "evt_ok") || !strings.Contains(list, "evt_broken") || !strings.Contains(list, "failed") {
+		t.Fatalf("event list does not show both events and the failed state:\n%s", list)
+	}
+
+	// Filter by state, then open the failed event.
+	step(t, ctx, "filtering by state",
+		chromedp.SetValue(chromedp.CSS(`#filter-state`), "failed"),
+		chromedp.Submit(chromedp.CSS(`#filter-state`)),
+		chromedp.WaitVisible(chromedp.CSS(`a.event-link`)),
+	)
+	if filtered := text(t, ctx, `#events`); strings.Contains(filtered, "evt_ok") || !strings.Contains(filtered, "evt_broken") {
+		t.Fatalf("state=failed filter shows:\n%s", filtered)
+	}
+	step(t, ctx, "opening the event",
+		chromedp.Click(chromedp.CSS(`a.event-link`)),
+		chromedp.WaitVisible(chromedp.CSS(`#replay`)),
+	)
+	if runs := text(t, ctx, `#runs`); !strings.Contains(runs, key) || !strings.Contains(runs, "HTTP 400") {
+		t.Fatalf("event page does not show the failed run:\n%s", runs)
+	}
+
+	// Replay: the destination receives the call with the same key.
+	step(t, ctx, "clicking Replay",
+		chromedp.SendKeys(chromedp.CSS(`#replay-form input[name=by]`), "browser-test"),
+		chromedp.Click(chromedp.CSS(`#replay`)),
+		chromedp.WaitVisible(chromedp.CSS(`#flash`)),
+	)
+	if flash := text(t, ctx, `#flash`); !strings.Contains(flash, "enqueued") {
+		t.Errorf("flash after replay: %q", flash)
+	}
+	pipelinetest.Eventually(t, 20*time.Second, "the replayed call", func() bool { return b.dest.calls(key) == 2 })
+	b.waitState(t, "evt_broken", dedupe.StatusDone)
+
+	step(t, ctx, "reloading the event", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#event-state`)))
+	state, attempts := text(t, ctx, `#event-state`), text(t, ctx, `#attempts`)
+	if state != dedupe.StatusDone || !strings.Contains(attempts, "400") || !strings.Contains(attempts, "200") {
+		t.Errorf("after replay: state %q, attempts\n%s", state, attempts)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	shot, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+	cancel()
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	saveScreenshot(t, "event-browser.png", shot)
+
+	// Force replay sits behind a confirmation and makes generation #2.
+	step(t, ctx, "clicking Force replay",
+		chromedp.SendKeys(chromedp.CSS(`#force-form input[name=reason]`), "resend for the customer"),
+		chromedp.Click(chromedp.CSS(`#force-replay`)),
+		chromedp.WaitVisible(chromedp.CSS(`#flash`)),
+	)
+	pipelinetest.Eventually(t, 20*time.Second, "the forced #2 call", func() bool { return b.dest.calls(key+"#2") == 1 })
+}
+
+// saveScreenshot keeps the screenshot under the test's temp dir, and also
+// under $WEBHOOKD_SCREENSHOT_DIR when set (to refresh docs/).
+func saveScreenshot(t *testing.T, name string, png []byte) {
+	t.Helper()
+	dirs := []string{t.TempDir()}
+	if d := os.Getenv("WEBHOOKD_SCREENSHOT_DIR"); d != "" {
+		dirs = append(dirs, d)
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, name)
+		if err := os.WriteFile(p, png, 0o644); err != nil {
+			t.Errorf("saving screenshot: %v", err)
+			continue
+		}
+		t.Logf("screenshot: %s", p)
+	}
+}
