@@ -1,0 +1,346 @@
+// Package proctest runs real webhookd processes for fault tests: it builds
+// the binary once per test binary, writes a config file per test, starts
+// gateway and worker processes on their own ports, waits for /readyz,
+// kills or stops them, and routes their logs to the test on failure. It
+// also runs a test-owned redis-server on its own port and a TCP proxy
+// that a test can cut to make Postgres unreachable.
+//
+// A missing prerequisite (the go tool, redis-server) fails the test with
+// a message; nothing here skips.
+package proctest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Package is the import path of the webhookd command.
+const Package = "github.com/webhookd/webhookd/cmd/webhookd"
+
+var (
+	buildMu  sync.Mutex
+	builds   = map[string]*buildResult{}
+	buildDir string
+)
+
+type buildResult struct {
+	path string
+	err  error
+}
+
+// Binary returns the path of the webhookd binary built with the given
+// build tags (none for the normal build). Each tag set is built once per
+// test binary; [Main] removes the builds when the tests end.
+func Binary(tb testing.TB, tags ...string) string {
+	tb.Helper()
+	key := strings.Join(tags, ",")
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if b, ok := builds[key]; ok {
+		if b.err != nil {
+			tb.Fatal(b.err)
+		}
+		return b.path
+	}
+	res := &buildResult{}
+	builds[key] = res
+	if buildDir == "" {
+		dir, err := os.MkdirTemp("", "webhookd-proctest-")
+		if err != nil {
+			res.err = fmt.Errorf("error creating build dir: %w", err)
+			tb.Fatal(res.err)
+		}
+		buildDir = dir
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		res.err = fmt.Errorf("the go tool is needed to build webhookd for fault tests: %w", err)
+		tb.Fatal(res.err)
+	}
+	name := "webhookd"
+	if key != "" {
+		name += "-" + strings.ReplaceAll(key, ",", "-")
+	}
+	res.path = filepath.Join(buildDir, name)
+	args := []string{"build", "-o", res.path}
+	if key != "" {
+		args = append(args, "-tags", key)
+	}
+	args = append(args, Package)
+	start := time.Now()
+	out, err := exec.Command(goTool, args...).CombinedOutput()
+	if err != nil {
+		res.err = fmt.Errorf("error building webhookd (go %s): %v\n%s", strings.Join(args, " "), err, out)
+		tb.Fatal(res.err)
+	}
+	tb.Logf("built %s in %s", name, time.Since(start).Round(time.Millisecond))
+	return res.path
+}
+
+// Main runs the tests and removes the binaries Binary built. Call it from
+// TestMain: os.Exit(proctest.Main(m)).
+func Main(m *testing.M) int {
+	code := m.Run()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	return code
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("error finding a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// WriteConfig writes a webhookd YAML config into the test's temp dir and
+// returns its path.
+func WriteConfig(tb testing.TB, yaml string) string {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "webhookd.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		tb.Fatalf("error writing config: %v", err)
+	}
+	return path
+}
+
+// logBuffer collects a process's output safely across goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// Process is a running subprocess whose output is kept for the test.
+type Process struct {
+	// Name labels the process in the test log.
+	Name string
+	// Addr is the host:port it serves HTTP on, for webhookd processes.
+	Addr string
+
+	tb   testing.TB
+	cmd  *exec.Cmd
+	logs *logBuffer
+	done chan struct{}
+	err  error // set when done closes
+}
+
+// overriddenEnv are environment variables webhookd reads over its config
+// file; a test's process must take its settings from the file only.
+var overriddenEnv = []string{"DATABASE_URL=", "REDIS_URL=", "WEBHOOKD_LISTEN=", "WEBHOOKD_ADMIN_TOKEN="}
+
+// StartProcess starts bin with args and extra environment (NAME=value).
+// When the test ends the process is killed if still running, and on
+// failure its output goes to the test log.
+func StartProcess(tb testing.TB, name, bin string, args []string, env ...string) *Process {
+	tb.Helper()
+	cmd := exec.Command(bin, args...)
+	var base []string
+	for _, kv := range os.Environ() {
+		keep := true
+		for _, o := range overriddenEnv {
+			if strings.HasPrefix(kv, o) {
+				keep = false
+			}
+		}
+		if keep {
+			base = append(base, kv)
+		}
+	}
+	cmd.Env = append(base, env...)
+	p := &Process{Name: name, tb: tb, cmd: cmd, logs: &logBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("error starting %s (%s): %v", name, bin, err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	tb.Cleanup(func() {
+		p.Kill()
+		if tb.Failed() {
+			tb.Logf("----- output of %s -----\n%s----- end of %s -----", name, p.logs.String(), name)
+		}
+	})
+	return p
+}
+
+// StartWebhookd starts `webhookd <role> --config <config>` listening on a
+// free port (WEBHOOKD_LISTEN is set from it) and waits until /readyz
+// answers 200.
+func StartWebhookd(tb testing.TB, name, bin, role, config string, env ...string) *Process {
+	tb.Helper()
+	addr := "127.0.0.1:" + strconv.Itoa(FreePort(tb))
+	p := StartProcess(tb, name, bin, []string{role, "--config", config}, append(env, "WEBHOOKD_LISTEN="+addr)...)
+	p.Addr = addr
+	p.WaitReady(30 * time.Second)
+	return p
+}
+
+// URL returns the process's base URL.
+func (p *Process) URL() string { return "http://" + p.Addr }
+
+// WaitReady waits until GET /readyz answers 200, failing the test if the
+// process exits or the time runs out.
+func (p *Process) WaitReady(within time.Duration) {
+	p.tb.Helper()
+	deadline := time.Now().Add(within)
+	client := &http.Client{Timeout: time.Second}
+	for {
+		resp, err := client.Get(p.URL() + "/readyz")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-p.done:
+			p.tb.Fatalf("%s exited before it was ready: %v\n%s", p.Name, p.err, p.logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.tb.Fatalf("%s not ready within %s (last error %v)", p.Name, within, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (p *Process) Kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// Terminate sends SIGTERM and waits up to within for a clean exit, then
+// kills. It returns the exit error (nil for a clean exit).
+func (p *Process) Terminate(within time.Duration) error {
+	p.tb.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(within):
+		p.tb.Errorf("%s did not stop within %s of SIGTERM; killing it", p.Name, within)
+		p.Kill()
+		return p.err
+	}
+}
+
+// Wait waits up to within for the process to exit by itself and returns
+// its exit code.
+func (p *Process) Wait(within time.Duration) int {
+	p.tb.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		p.tb.Fatalf("%s still running after %s", p.Name, within)
+	}
+	var ee *exec.ExitError
+	if errors.As(p.err, &ee) {
+		return ee.ExitCode()
+	}
+	return 0
+}
+
+// Logs returns what the process printed so far.
+func (p *Process) Logs() string { return p.logs.String() }
+
+// Redis is a test-owned redis-server on its own port, without
+// persistence, that the test can stop and start again on the same port.
+type Redis struct {
+	// Port is the server's port on 127.0.0.1.
+	Port int
+	// URL is redis://127.0.0.1:<Port>/0.
+	URL string
+
+	tb  testing.TB
+	bin string
+	n   int
+	cur *Process
+}
+
+// StartRedis starts a redis-server on a free port. It fails the test when
+// redis-server is not installed.
+func StartRedis(tb testing.TB) *Redis {
+	tb.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		tb.Fatalf("redis-server is needed for this fault test (apt-get install redis-server): %v", err)
+	}
+	port := FreePort(tb)
+	r := &Redis{Port: port, URL: fmt.Sprintf("redis://127.0.0.1:%d/0", port), tb: tb, bin: bin}
+	r.Start()
+	return r
+}
+
+// Start starts the server (again) on its port and waits until it answers.
+func (r *Redis) Start() {
+	r.tb.Helper()
+	r.n++
+	r.cur = StartProcess(r.tb, fmt.Sprintf("redis-server#%d", r.n), r.bin, []string{
+		"--port", strconv.Itoa(r.Port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no",
+	})
+	client := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.Port)})
+	defer client.Close()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := client.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.tb.Fatalf("redis-server on port %d did not answer: %v\n%s", r.Port, err, r.cur.Logs())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Stop stops the server; its data is gone.
+func (r *Redis) Stop() {
+	r.tb.Helper()
+	if r.cur != nil {
+		r.cur.Kill()
+	}
+}
