@@ -176,3 +176,42 @@ func TestSendSignsEveryScheme(t *testing.T) {
 func sendIndent(s, prefix string) string {
 	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix)
 }
+
+// TestProvidersDocConfigs checks that every YAML snippet of
+// docs/providers.md is a valid config.
+func TestProvidersDocConfigs(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/providers.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every secret ${VAR} gets a value that works for every scheme (the
+	// whsec_<base64> form); the environment overrides stay unset.
+	lookup := func(name string) (string, bool) {
+		if !strings.HasSuffix(name, "_SECRET") && !strings.HasSuffix(name, "_TOKEN") {
+			return "", false
+		}
+		return "whsec_c2VjcmV0LWZvci1kb2NzLXRlc3Q=", true
+	}
+	blocks := strings.Split(string(doc), "```yaml\n")[1:]
+	if len(blocks) < 8 {
+		t.Fatalf("found %d YAML snippets, want one per provider", len(blocks))
+	}
+	schemes := map[string]bool{}
+	for i, b := range blocks {
+		snippet, _, _ := strings.Cut(b, "```")
+		cfg, err := parseConfig(fmt.Sprintf("docs/providers.md snippet %d", i+1), []byte(snippet), lookup)
+		if err != nil {
+			t.Errorf("%v\n%s", err, snippet)
+			continue
+		}
+		for _, s := range cfg.Sources {
+			schemes[s.Verify.Scheme] = true
+		}
+	}
+	for _, s := range verify.Schemes {
+		if !schemes[s] {
+			t.Errorf("no snippet for scheme %s", s)
+		}
+	}
+}
