@@ -177,7 +177,7 @@ func run(ctx context.Context, cfg *config, r roles, log *slog.Logger, ready func
 		Record(context.Context, dedupe.Event) (dedupe.Recorded, error)
 	}
 	if batcher != nil {
-		rec = batcher
+		rec = withFaults(batcher, log)
 	}
 	var handoff interface{ Notify(string, string) }
 	if relay != nil {

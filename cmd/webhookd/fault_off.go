@@ -1,0 +1,9 @@
+//go:build !faultinject
+
+package main
+
+import "log/slog"
+
+// withFaults returns rec unchanged: fault injection exists only in builds
+// with the faultinject tag (fault_inject.go), which the fault tests use.
+func withFaults(rec recorder, _ *slog.Logger) recorder { return rec }
