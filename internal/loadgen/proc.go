@@ -94,3 +94,76 @@ func loadAverage() string {
 	}
 	return strings.Join(f[:3], " ")
 }
+
+// procTicks maps a pid to its process group and CPU ticks.
+type procTicks map[int]struct {
+	group string
+	ticks int64
+}
+
+// readProcs reads every process's CPU ticks, grouped as "postgres
+// (<database>)" for backends of database, "postgres (other)", "redis",
+// "this process" and "other". Processes that end between two readings
+// lose their ticks; new ones count from zero.
+func readProcs(database string) procTicks {
+	out := procTicks{}
+	self := os.Getpid()
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		open, end := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		comm := string(stat[open+1 : end])
+		g := strings.Fields(string(stat[end+1:]))
+		if len(g) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseInt(g[11], 10, 64)
+		st, _ := strconv.ParseInt(g[12], 10, 64)
+		group := "other"
+		switch {
+		case pid == self:
+			group = "this process"
+		case comm == "postgres":
+			group = "postgres (other)"
+			if database != "" {
+				cmdline, _ := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+				if bytes.Contains(cmdline, []byte(" "+database+" ")) {
+					group = "postgres (" + database + ")"
+				}
+			}
+		case strings.HasPrefix(comm, "redis-server"):
+			group = "redis"
+		}
+		out[pid] = struct {
+			group string
+			ticks int64
+		}{group, ut + st}
+	}
+	return out
+}
+
+// cpuByGroup returns each group's CPU ticks between two readings.
+func cpuByGroup(before, after procTicks) map[string]int64 {
+	out := map[string]int64{}
+	for pid, a := range after {
+		b := before[pid] // zero for a process that started since
+		if b.group != "" && b.group != a.group {
+			b.ticks = 0 // pid reused
+		}
+		out[a.group] += a.ticks - b.ticks
+	}
+	return out
+}

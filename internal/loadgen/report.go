@@ -103,6 +103,18 @@ type CPU struct {
 	MachineBusyPercent float64 `json:"machine_busy_percent"`
 	// ProcessCores is the process's CPU use in cores.
 	ProcessCores float64 `json:"process_cores"`
+	// Groups splits the machine's CPU by process (from /proc/<pid>/stat):
+	// this process, Postgres backends of the bench database, other
+	// Postgres processes (background writers, other databases), Redis,
+	// and everything else (other users of the machine, the kernel).
+	Groups []CPUGroup `json:"groups,omitempty"`
+}
+
+// CPUGroup is one process group's share of the CPU during sending.
+type CPUGroup struct {
+	Name         string  `json:"name"`
+	MicrosPerAck float64 `json:"us_per_ack"`
+	Cores        float64 `json:"cores"`
 }
 
 // Check is the exactly-once check.
@@ -177,6 +189,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "\ncpu per ack   machine %.0f µs (machine %.0f%% busy), process %.0f µs (%.2f cores)",
 		r.CPU.MachineMicrosPerAck, r.CPU.MachineBusyPercent, r.CPU.ProcessMicrosPerAck, r.CPU.ProcessCores)
+	for _, g := range r.CPU.Groups {
+		fmt.Fprintf(&b, "\n              %-26s %6.0f µs/ack  %.2f cores", g.Name, g.MicrosPerAck, g.Cores)
+	}
 	fmt.Fprintf(&b, "\npeak rss      %.1f MiB", r.PeakRSSMiB)
 	c := r.Check
 	verdict := "PASS"

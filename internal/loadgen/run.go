@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,10 +9,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -153,6 +156,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	d := newDriver(cfg, baseURL, b)
 	rep.LoadBefore = loadAverage()
 	resetPeakRSS()
+	database := ""
+	if cc, err := pgx.ParseConfig(cfg.DatabaseURL); err == nil && cfg.DatabaseURL != "" {
+		database = cc.Database
+	}
+	procs0 := readProcs(database)
 	cpu0 := readCPU()
 	if cfg.CPUProfile != nil {
 		if err := pprof.StartCPUProfile(cfg.CPUProfile); err != nil {
@@ -173,6 +181,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		pprof.StopCPUProfile()
 	}
 	cpu1 := readCPU()
+	procs1 := readProcs(database)
 	rep.PeakRSSMiB = float64(peakRSS()) / (1 << 20)
 	rep.LoadAfter = loadAverage()
 	if err := ctx.Err(); err != nil {
@@ -209,6 +218,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.CPU.MachineBusyPercent = 100 * busy / total
 		}
 		rep.CPU.ProcessCores = proc / clockTicks / rep.SendSeconds
+		groups := cpuByGroup(procs0, procs1)
+		names := slices.Sorted(maps.Keys(groups))
+		slices.SortStableFunc(names, func(a, b string) int { return cmp.Compare(groups[b], groups[a]) })
+		for _, name := range names {
+			g := CPUGroup{Name: name, Cores: float64(groups[name]) / clockTicks / rep.SendSeconds}
+			if rep.Acks > 0 {
+				g.MicrosPerAck = float64(groups[name]) * tickUS / float64(rep.Acks)
+			}
+			rep.CPU.Groups = append(rep.CPU.Groups, g)
+		}
 	}
 
 	// Drain and check.
