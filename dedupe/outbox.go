@@ -15,10 +15,18 @@ type EventRef struct {
 }
 
 // markEnqueuedSQL confirms the hand-off of many events at once.
+// Rows are locked in key order, the order RecordBatch uses, so the two
+// never deadlock.
 const markEnqueuedSQL = `
 UPDATE events e SET enqueued_at = now()
-FROM unnest($1::text[], $2::text[]) AS u(s, x)
-WHERE e.source = u.s AND e.external_id = u.x AND e.enqueued_at IS NULL`
+FROM (
+    SELECT e2.source, e2.external_id FROM events e2
+    JOIN unnest($1::text[], $2::text[]) AS u(s, x) ON e2.source = u.s AND e2.external_id = u.x
+    WHERE e2.enqueued_at IS NULL
+    ORDER BY e2.source, e2.external_id
+    FOR UPDATE OF e2
+) locked
+WHERE e.source = locked.source AND e.external_id = locked.external_id AND e.enqueued_at IS NULL`
 
 // MarkEnqueued records that the jobs of refs are in the queue, so the relay
 // leaves them alone.

@@ -48,6 +48,7 @@ INSERT INTO events AS e
 SELECT s, x, d, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, '')
 FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::text[])
     AS u(s, x, d, ct, h, p, oe, ov)
+ORDER BY s, x -- one lock order for every statement: concurrent batches never deadlock
 ON CONFLICT (source, external_id) DO UPDATE
     SET deliveries = e.deliveries + EXCLUDED.deliveries,
         last_received_at = now()

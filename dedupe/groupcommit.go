@@ -1,0 +1,205 @@
+package dedupe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// BatcherConfig tunes group commit.
+type BatcherConfig struct {
+	// MaxBatch caps the items in one statement. Defaults to 256.
+	MaxBatch int
+	// MaxInFlight caps the statements running at once. While all are
+	// busy, new items queue up and go out together in the next one.
+	// Defaults to 4.
+	MaxInFlight int
+	// StatementTimeout bounds one batch statement. Defaults to 5s.
+	StatementTimeout time.Duration
+}
+
+// WithDefaults returns a copy of c with zero fields set to their defaults.
+func (c BatcherConfig) WithDefaults() BatcherConfig {
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 256
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 4
+	}
+	if c.StatementTimeout <= 0 {
+		c.StatementTimeout = 5 * time.Second
+	}
+	return c
+}
+
+// groupCommit runs one statement for many concurrent callers: callers
+// that arrive while statements are running share the next one, and each
+// is answered when it has committed. There is no timer: a lone item goes
+// out at once; under load batches grow by themselves.
+type groupCommit[Req, Res any] struct {
+	cfg      BatcherConfig
+	flush    func(ctx context.Context, reqs []Req) ([]Res, error)
+	requests chan *pendingItem[Req, Res]
+	slots    chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+	closing  sync.Once
+	pool     sync.Pool
+}
+
+type pendingItem[Req, Res any] struct {
+	req    Req
+	result chan itemResult[Res]
+}
+
+type itemResult[Res any] struct {
+	res Res
+	err error
+}
+
+// newGroupCommit starts the loop; flush must return one result per
+// request, in order, or an error for all of them.
+func newGroupCommit[Req, Res any](cfg BatcherConfig, flush func(context.Context, []Req) ([]Res, error)) *groupCommit[Req, Res] {
+	cfg = cfg.WithDefaults()
+	g := &groupCommit[Req, Res]{
+		cfg:      cfg,
+		flush:    flush,
+		requests: make(chan *pendingItem[Req, Res], cfg.MaxBatch*cfg.MaxInFlight),
+		slots:    make(chan struct{}, cfg.MaxInFlight),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	g.pool.New = func() any { return &pendingItem[Req, Res]{result: make(chan itemResult[Res], 1)} }
+	go g.loop()
+	return g
+}
+
+// do submits req and waits for its statement. If ctx ends first it
+// returns ctx's error; the item may still be committed.
+func (g *groupCommit[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
+	var zero Res
+	item := g.pool.Get().(*pendingItem[Req, Res])
+	item.req = req
+	select {
+	case g.requests <- item:
+	case <-g.stop:
+		return zero, ErrBatcherClosed
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+	select {
+	case r := <-item.result:
+		var empty Req
+		item.req = empty
+		g.pool.Put(item)
+		return r.res, r.err
+	case <-g.done:
+		// The loop is gone; it may have answered just before leaving.
+		select {
+		case r := <-item.result:
+			return r.res, r.err
+		default:
+			return zero, ErrBatcherClosed
+		}
+	case <-ctx.Done():
+		// The item stays owned by its batch; it is not reused.
+		return zero, ctx.Err()
+	}
+}
+
+// close stops accepting items, waits for running statements, and answers
+// queued callers with ErrBatcherClosed.
+func (g *groupCommit[Req, Res]) close() {
+	g.closing.Do(func() { close(g.stop) })
+	<-g.done
+}
+
+func (g *groupCommit[Req, Res]) loop() {
+	defer close(g.done)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		// Take a statement slot first: while all slots are busy, items
+		// accumulate in the channel and form the next batch.
+		select {
+		case g.slots <- struct{}{}:
+		case <-g.stop:
+			g.drainClosed()
+			return
+		}
+		batch := make([]*pendingItem[Req, Res], 0, g.cfg.MaxBatch)
+		select {
+		case item := <-g.requests:
+			batch = append(batch, item)
+		case <-g.stop:
+			<-g.slots
+			g.drainClosed()
+			return
+		}
+	fill:
+		for len(batch) < g.cfg.MaxBatch {
+			select {
+			case item := <-g.requests:
+				batch = append(batch, item)
+			default:
+				break fill
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-g.slots }()
+			g.run(batch)
+		}()
+	}
+}
+
+func (g *groupCommit[Req, Res]) drainClosed() {
+	for {
+		select {
+		case item := <-g.requests:
+			item.result <- itemResult[Res]{err: ErrBatcherClosed}
+		default:
+			return
+		}
+	}
+}
+
+func (g *groupCommit[Req, Res]) run(batch []*pendingItem[Req, Res]) {
+	reqs := make([]Req, len(batch))
+	for i, item := range batch {
+		reqs[i] = item.req
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.StatementTimeout)
+	defer cancel()
+	results, err := g.flush(ctx, reqs)
+	// A deadlock or serialization failure rolled the statement back:
+	// running it again is safe.
+	for retry := 0; retry < 3 && isTransient(err); retry++ {
+		results, err = g.flush(ctx, reqs)
+	}
+	if err == nil && len(results) != len(batch) {
+		err = fmt.Errorf("batch of %d got %d results", len(batch), len(results))
+	}
+	if err != nil {
+		err = fmt.Errorf("error in batch of %d: %w", len(batch), err)
+		for _, item := range batch {
+			item.result <- itemResult[Res]{err: err}
+		}
+		return
+	}
+	for i, item := range batch {
+		item.result <- itemResult[Res]{res: results[i]}
+	}
+}
+
+// isTransient reports whether err is a deadlock or serialization failure
+// that rolled its statement back.
+func isTransient(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
