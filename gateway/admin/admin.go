@@ -46,8 +46,9 @@ type Config struct {
 	// Dashboard, when set, is served at /admin/queues/ behind the same
 	// check (see NewDashboard).
 	Dashboard http.Handler
-	// BulkLimit caps the events one bulk replay call acts on. Defaults to
-	// 100; at most 1000.
+	// BulkLimit is the most events one bulk replay call may act on, what
+	// ever the request asks. Defaults to 1000 (also the maximum); a request
+	// without a limit acts on at most 100.
 	BulkLimit int
 	// Logger receives the audit lines of replays. Defaults to
 	// slog.Default().
@@ -57,7 +58,7 @@ type Config struct {
 // WithDefaults returns a copy of c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	if c.BulkLimit <= 0 {
-		c.BulkLimit = 100
+		c.BulkLimit = 1000
 	}
 	c.BulkLimit = min(c.BulkLimit, 1000)
 	if c.Logger == nil {

@@ -314,3 +314,14 @@ func (a *Admin) bulkReplay(c echo.Context) error {
 	log.InfoContext(c.Request().Context(), "bulk replay done", slog.Int("enqueued", res.Enqueued), slog.Int("failed", res.Failed))
 	return c.JSON(code, res)
 }
+
+// EventDetailJSON renders an event as GET /admin/events/:source/:id
+// answers it (for the CLI's --json).
+func EventDetailJSON(d dedupe.EventDetail) ([]byte, error) {
+	return json.MarshalIndent(toDetailJSON(d), "", "  ")
+}
+
+// EventJSON renders a listed event as GET /admin/events answers it.
+func EventJSON(e dedupe.EventSummary) ([]byte, error) {
+	return json.Marshal(toEventJSON(e))
+}

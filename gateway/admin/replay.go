@@ -220,7 +220,8 @@ type BulkRequest struct {
 	Since, Until  time.Time
 	// Cursor continues after the previous call's last event.
 	Cursor string
-	// Limit caps the events this call acts on; at most Config.BulkLimit.
+	// Limit caps the events this call acts on. Defaults to 100; at most
+	// Config.BulkLimit.
 	Limit int
 	// DryRun only counts and lists what would be replayed.
 	DryRun bool
@@ -247,6 +248,9 @@ type BulkResult struct {
 	Next string `json:"next_cursor,omitempty"`
 }
 
+// defaultBulkLimit is a bulk replay's cap when the request names none.
+const defaultBulkLimit = 100
+
 // BulkReplay is one event of a bulk replay.
 type BulkReplay struct {
 	Source  string      `json:"source"`
@@ -265,9 +269,10 @@ func (a *Admin) BulkReplay(ctx context.Context, req BulkRequest) (BulkResult, er
 
 func (a *Admin) bulkReplayWith(ctx context.Context, log *slog.Logger, req BulkRequest) (BulkResult, error) {
 	limit := req.Limit
-	if limit <= 0 || limit > a.cfg.BulkLimit {
-		limit = a.cfg.BulkLimit
+	if limit <= 0 {
+		limit = min(defaultBulkLimit, a.cfg.BulkLimit)
 	}
+	limit = min(limit, a.cfg.BulkLimit)
 	if req.State != "" && !validState(req.State) {
 		return BulkResult{}, fmt.Errorf("%w: unknown state %q", ErrBadFilter, req.State)
 	}
