@@ -43,6 +43,9 @@ func rootCommand() *cobra.Command {
 		sendCommand(),
 		benchCommand(),
 		checkCommand(),
+		eventsCommand(),
+		replayCommand(),
+		importCommand(),
 	)
 	return root
 }
