@@ -2,11 +2,8 @@ package dedupe
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Run statuses, as stored in job_runs.status.
@@ -100,16 +97,25 @@ type StoredEvent struct {
 	Deliveries int
 }
 
-// claimSQL creates the run as running, or takes back a retryable failed
-// run, or a held run whose hold has passed; otherwise it reports the
-// existing row unchanged. A conflicting row committed after this
-// statement's snapshot may make both halves return nothing; the caller
-// treats that as running elsewhere.
+// claimSQL claims many keys at once: each is created as running, or a
+// retryable failed run, or a held run whose hold has passed, is taken back
+// to running; any other existing row is reported unchanged. Rows are
+// claimed in key order so concurrent batches never deadlock. The existing
+// rows are read in the statement's snapshot: a row the upsert would have
+// taken but did not was taken by a concurrent claim that committed while
+// this one waited for it, so it is running elsewhere now; a row created
+// after the snapshot shows as neither (also running elsewhere).
 const claimSQL = `
-WITH claimed AS (
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[], $7::bigint[])
+        AS u(key, source, external_id, destination, generation, max_attempts, lease_ms)
+), claimed AS (
     INSERT INTO job_runs AS r
         (key, source, external_id, destination, generation, status, calls, max_attempts, started_at, lease_until)
-    VALUES ($1, $2, $3, $4, $5, 'running', 1, $6, now(), now() + $7 * interval '1 millisecond')
+    SELECT key, source, external_id, destination, generation, 'running', 1, max_attempts, now(),
+           now() + lease_ms * interval '1 millisecond'
+    FROM input
+    ORDER BY key
     ON CONFLICT (key) DO UPDATE
         SET status = 'running',
             calls = r.calls + 1,
@@ -120,86 +126,144 @@ WITH claimed AS (
             held_until = NULL
         WHERE (r.status = 'failed' AND NOT r.permanent)
            OR (r.status = 'running' AND r.held_until IS NOT NULL AND r.held_until <= now())
-    RETURNING true AS claimed, r.status, r.calls, r.attempts, r.result, r.lease_until
-), current AS (
-    -- Read in the statement's snapshot: a row the upsert would have taken
-    -- but did not was taken by a concurrent claim that committed while
-    -- this one waited for the row, so it is running elsewhere now.
-    SELECT false AS claimed,
-           CASE WHEN r.status = 'failed' AND NOT r.permanent THEN 'running' ELSE r.status END,
-           r.calls, r.attempts, r.result,
-           COALESCE(r.held_until, r.lease_until) AS retry_at
-    FROM job_runs r
-    WHERE r.key = $1 AND NOT EXISTS (SELECT 1 FROM claimed)
-), outcome AS (
-    SELECT * FROM claimed
-    UNION ALL
-    SELECT * FROM current
+    RETURNING r.key, r.status, r.calls, r.attempts, r.lease_until
 )
-SELECT o.claimed, o.status, o.calls, o.attempts, o.result, o.lease_until,
+SELECT i.key,
+       c.key IS NOT NULL,
+       COALESCE(c.status, CASE WHEN cur.status = 'failed' AND NOT cur.permanent THEN 'running' ELSE cur.status END),
+       COALESCE(c.calls, cur.calls, 0),
+       COALESCE(c.attempts, cur.attempts, 0),
+       cur.result,
+       COALESCE(c.lease_until, cur.held_until, cur.lease_until),
        e.content_type, e.payload, COALESCE(e.order_entity, ''), COALESCE(e.order_version, ''),
        e.headers::text, e.received_at, e.deliveries
-FROM outcome o
-LEFT JOIN events e ON o.claimed AND e.source = $2 AND e.external_id = $3`
+FROM input i
+LEFT JOIN claimed c ON c.key = i.key
+LEFT JOIN job_runs cur ON c.key IS NULL AND cur.key = i.key
+LEFT JOIN events e ON c.key IS NOT NULL AND e.source = i.source AND e.external_id = i.external_id`
+
+// claimResult is one key's claim, or its own error.
+type claimResult struct {
+	claim Claim
+	err   error
+}
 
 // Claim claims req.Key in one atomic statement and reports the outcome.
 // When the run is claimed but its event no longer exists (retention), the
 // run is marked failed permanently and ErrNotFound is returned.
 func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
-	var (
-		c          Claim
-		claimed    bool
-		result     []byte
-		retryAt    *time.Time
-		ct         *string
-		payload    []byte
-		entity     *string
-		version    *string
-		headers    *string
-		receivedAt *time.Time
-		deliveries *int
-	)
-	err := s.pool.QueryRow(ctx, claimSQL, req.Key, req.Source, req.ExternalID, req.Destination,
-		req.Generation, req.MaxAttempts, req.Lease.Milliseconds()).
-		Scan(&claimed, &c.Status, &c.Call, &c.Attempts, &result, &retryAt,
-			&ct, &payload, &entity, &version, &headers, &receivedAt, &deliveries)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// Another transaction created the row after our snapshot.
-		return Claim{Outcome: RunningElsewhere, Status: StatusRunning}, nil
-	}
+	res, err := s.claimBatch(ctx, []ClaimRequest{req})
 	if err != nil {
-		return Claim{}, fmt.Errorf("error claiming key: %w", err)
+		return Claim{}, err
 	}
-	c.Result = result
-	if retryAt != nil {
-		c.RetryAt = *retryAt
+	return res[0].claim, res[0].err
+}
+
+// claimBatch claims many keys in one statement. A key given twice is
+// claimed once; its other copies are told it is running elsewhere.
+func (s *Store) claimBatch(ctx context.Context, reqs []ClaimRequest) ([]claimResult, error) {
+	n := len(reqs)
+	index := make(map[string]int, n)
+	var (
+		keys, sources, ids, dests = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+		gens, maxAttempts         = make([]int32, 0, n), make([]int32, 0, n)
+		leases                    = make([]int64, 0, n)
+	)
+	for _, r := range reqs {
+		if _, dup := index[r.Key]; dup {
+			continue
+		}
+		index[r.Key] = len(keys)
+		keys, sources, ids, dests = append(keys, r.Key), append(sources, r.Source), append(ids, r.ExternalID), append(dests, r.Destination)
+		gens, maxAttempts = append(gens, int32(max(r.Generation, 1))), append(maxAttempts, int32(r.MaxAttempts))
+		leases = append(leases, r.Lease.Milliseconds())
 	}
-	switch {
-	case claimed:
-		c.Outcome = Claimed
-		if ct == nil {
-			if err := s.markEventGone(ctx, req.Key, c.Call); err != nil {
-				return Claim{}, err
+	rows, err := s.pool.Query(ctx, claimSQL, keys, sources, ids, dests, gens, maxAttempts, leases)
+	if err != nil {
+		return nil, fmt.Errorf("error claiming key: %w", err)
+	}
+	perKey := make([]claimResult, len(keys))
+	goneCall := make(map[int]int) // claimed keys whose event is gone: their call
+	for rows.Next() {
+		var (
+			key        string
+			c          Claim
+			claimed    bool
+			status     *string
+			result     []byte
+			retryAt    *time.Time
+			ct         *string
+			payload    []byte
+			entity     *string
+			version    *string
+			headers    *string
+			receivedAt *time.Time
+			deliveries *int
+		)
+		if err := rows.Scan(&key, &claimed, &status, &c.Call, &c.Attempts, &result, &retryAt,
+			&ct, &payload, &entity, &version, &headers, &receivedAt, &deliveries); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("error reading claims: %w", err)
+		}
+		c.Result = result
+		if retryAt != nil {
+			c.RetryAt = *retryAt
+		}
+		switch {
+		case status == nil:
+			// Another transaction created the row after our snapshot.
+			c = Claim{Outcome: RunningElsewhere, Status: StatusRunning}
+		case claimed:
+			c.Status = *status
+			c.Outcome = Claimed
+			if ct != nil {
+				c.Event = StoredEvent{
+					ContentType:  *ct,
+					Payload:      payload,
+					OrderEntity:  *entity,
+					OrderVersion: *version,
+					HeadersJSON:  []byte(*headers),
+					ReceivedAt:   *receivedAt,
+					Deliveries:   *deliveries,
+				}
 			}
-			return Claim{}, fmt.Errorf("error claiming key: event %w", ErrNotFound)
+		default:
+			c.Status = *status
+			switch c.Status {
+			case StatusDone:
+				c.Outcome = AlreadyDone
+			case StatusRunning:
+				c.Outcome = RunningElsewhere
+			default:
+				c.Outcome = Ended
+			}
 		}
-		c.Event = StoredEvent{
-			ContentType:  *ct,
-			Payload:      payload,
-			OrderEntity:  *entity,
-			OrderVersion: *version,
-			HeadersJSON:  []byte(*headers),
-			ReceivedAt:   *receivedAt,
-			Deliveries:   *deliveries,
+		perKey[index[key]] = claimResult{claim: c}
+		if claimed && ct == nil {
+			perKey[index[key]] = claimResult{err: fmt.Errorf("error claiming key: event %w", ErrNotFound)}
+			goneCall[index[key]] = c.Call
 		}
-	case c.Status == StatusDone:
-		c.Outcome = AlreadyDone
-	case c.Status == StatusRunning:
-		c.Outcome = RunningElsewhere
-	default:
-		c.Outcome = Ended
 	}
-	return c, nil
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("error claiming key: %w", err)
+	}
+	for i, call := range goneCall {
+		if err := s.markEventGone(ctx, keys[i], call); err != nil {
+			perKey[i].err = err
+		}
+	}
+
+	out := make([]claimResult, n)
+	first := make(map[string]bool, len(keys))
+	for i, r := range reqs {
+		if first[r.Key] {
+			out[i] = claimResult{claim: Claim{Outcome: RunningElsewhere, Status: StatusRunning}}
+			continue
+		}
+		first[r.Key] = true
+		out[i] = perKey[index[r.Key]]
+	}
+	return out, nil
 }
 
 func (s *Store) markEventGone(ctx context.Context, key string, call int) error {

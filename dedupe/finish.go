@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // ErrClaimLost is returned by [Store.Finish] when the run is no longer the
@@ -65,43 +63,122 @@ type Finished struct {
 	Attempts int
 }
 
+// finishSQL stores many outcomes at once, each conditional on the call
+// its claim returned, and logs every call made in delivery_attempts. Kinds
+// are the FinishKind values. Rows are updated in key order so concurrent
+// batches never deadlock.
 const finishSQL = `
-WITH attempt AS (
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::text[], $6::text[],
+                         $7::float8[], $8::bigint[], $9::bool[], $10::bigint[])
+        AS u(key, call, kind, status_code, result, error, duration_ms, hold_ms, called, lease_ms)
+), attempt AS (
     INSERT INTO delivery_attempts (key, call, status_code, succeeded, error, duration_ms)
-    SELECT $1, $2, NULLIF($4::int, 0), $3 = 1, NULLIF($6, ''), $7
-    WHERE $9
+    SELECT key, call, NULLIF(status_code, 0), kind = 1, NULLIF(error, ''), duration_ms
+    FROM input WHERE called
+), locked AS (
+    SELECT r.key FROM job_runs r JOIN input i ON i.key = r.key
+    WHERE r.calls = i.call AND r.status = 'running'
+    ORDER BY r.key
+    FOR UPDATE OF r
+), updated AS (
+    UPDATE job_runs r SET
+        status = CASE i.kind
+            WHEN 1 THEN 'done'
+            WHEN 2 THEN CASE WHEN r.attempts + 1 >= r.max_attempts THEN 'dead' ELSE 'failed' END
+            WHEN 3 THEN 'failed'
+            WHEN 4 THEN 'running'
+            ELSE 'skipped_stale' END,
+        attempts = r.attempts + CASE WHEN i.kind IN (2, 3) THEN 1 ELSE 0 END,
+        permanent = (i.kind = 3),
+        result = CASE WHEN i.kind = 1 THEN NULLIF(i.result, '')::jsonb ELSE r.result END,
+        last_error = CASE WHEN i.kind IN (1, 5) THEN NULL ELSE NULLIF(i.error, '') END,
+        held_until = CASE WHEN i.kind = 4 THEN now() + i.hold_ms * interval '1 millisecond' END,
+        lease_until = CASE WHEN i.kind = 4 THEN now() + (i.hold_ms + i.lease_ms) * interval '1 millisecond' END,
+        completed_at = CASE WHEN i.kind = 4 OR (i.kind = 2 AND r.attempts + 1 < r.max_attempts)
+                            THEN NULL ELSE now() END
+    FROM input i, locked l
+    WHERE r.key = i.key AND l.key = i.key AND r.calls = i.call AND r.status = 'running'
+    RETURNING r.key, r.status, r.attempts
 )
-UPDATE job_runs r SET
-    status = CASE $3::int
-        WHEN 1 THEN 'done'
-        WHEN 2 THEN CASE WHEN r.attempts + 1 >= r.max_attempts THEN 'dead' ELSE 'failed' END
-        WHEN 3 THEN 'failed'
-        WHEN 4 THEN 'running'
-        ELSE 'skipped_stale' END,
-    attempts = r.attempts + CASE WHEN $3::int IN (2, 3) THEN 1 ELSE 0 END,
-    permanent = ($3::int = 3),
-    result = CASE WHEN $3::int = 1 THEN $5::jsonb ELSE r.result END,
-    last_error = CASE WHEN $3::int IN (1, 5) THEN NULL ELSE NULLIF($6, '') END,
-    held_until = CASE WHEN $3::int = 4 THEN now() + $8 * interval '1 millisecond' END,
-    lease_until = CASE WHEN $3::int = 4 THEN now() + ($8 + $10) * interval '1 millisecond' END,
-    completed_at = CASE WHEN $3::int = 4 OR ($3::int = 2 AND r.attempts + 1 < r.max_attempts)
-                        THEN NULL ELSE now() END
-WHERE r.key = $1 AND r.calls = $2 AND r.status = 'running'
-RETURNING r.status, r.attempts`
+SELECT i.key, u.status, u.attempts
+FROM input i LEFT JOIN updated u ON u.key = i.key`
+
+// finishRequest is one outcome to store.
+type finishRequest struct {
+	key    string
+	finish Finish
+}
+
+// finishResult is one stored outcome, or ErrClaimLost.
+type finishResult struct {
+	finished Finished
+	err      error
+}
 
 // Finish stores how the run claimed as call f.Call ended, and logs the
 // call in delivery_attempts when one was made. It returns ErrClaimLost if
 // the run was handed on meanwhile.
 func (s *Store) Finish(ctx context.Context, key string, f Finish) (Finished, error) {
-	var out Finished
-	err := s.pool.QueryRow(ctx, finishSQL, key, f.Call, int(f.Kind), f.StatusCode, f.Result, f.Error,
-		float64(f.Duration.Microseconds())/1000, f.HoldFor.Milliseconds(), f.Called, f.Lease.Milliseconds()).
-		Scan(&out.Status, &out.Attempts)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Finished{}, ErrClaimLost
-	}
+	res, err := finishBatch(ctx, s.pool, []finishRequest{{key: key, finish: f}})
 	if err != nil {
-		return Finished{}, fmt.Errorf("error finishing run: %w", err)
+		return Finished{}, err
+	}
+	return res[0].finished, res[0].err
+}
+
+// finishBatch stores many outcomes in one statement. Keys must be
+// distinct; finishRounds splits batches that are not.
+func finishBatch(ctx context.Context, db DB, reqs []finishRequest) ([]finishResult, error) {
+	n := len(reqs)
+	var (
+		keys      = make([]string, n)
+		calls     = make([]int32, n)
+		kinds     = make([]int32, n)
+		codes     = make([]int32, n)
+		results   = make([]string, n)
+		errs      = make([]string, n)
+		durations = make([]float64, n)
+		holds     = make([]int64, n)
+		called    = make([]bool, n)
+		leases    = make([]int64, n)
+		index     = make(map[string]int, n)
+	)
+	for i, r := range reqs {
+		f := r.finish
+		if _, dup := index[r.key]; dup {
+			return nil, fmt.Errorf("error finishing runs: key %s twice in one batch", r.key)
+		}
+		index[r.key] = i
+		keys[i], calls[i], kinds[i], codes[i] = r.key, int32(f.Call), int32(f.Kind), int32(f.StatusCode)
+		results[i], errs[i] = string(f.Result), f.Error
+		durations[i] = float64(f.Duration.Microseconds()) / 1000
+		holds[i], called[i], leases[i] = f.HoldFor.Milliseconds(), f.Called, f.Lease.Milliseconds()
+	}
+	rows, err := db.Query(ctx, finishSQL, keys, calls, kinds, codes, results, errs, durations, holds, called, leases)
+	if err != nil {
+		return nil, fmt.Errorf("error finishing run: %w", err)
+	}
+	out := make([]finishResult, n)
+	for rows.Next() {
+		var (
+			key      string
+			status   *string
+			attempts *int
+		)
+		if err := rows.Scan(&key, &status, &attempts); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("error reading finished runs: %w", err)
+		}
+		i := index[key]
+		if status == nil {
+			out[i] = finishResult{err: ErrClaimLost}
+			continue
+		}
+		out[i] = finishResult{finished: Finished{Status: *status, Attempts: *attempts}}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("error finishing run: %w", err)
 	}
 	return out, nil
 }

@@ -144,9 +144,11 @@ func run(ctx context.Context, cfg *config, r roles, log *slog.Logger, ready func
 
 	var (
 		worker *jobs.Server
+		runs   *dedupe.RunBatcher
 	)
 	if r.worker {
-		handler := jobs.NewHandler(store, jobs.HandlerConfig{
+		runs = dedupe.NewRunBatcher(store, dedupe.BatcherConfig{MaxBatch: 64, MaxInFlight: 2})
+		handler := jobs.NewHandler(runs, jobs.HandlerConfig{
 			Routes:      routes,
 			Lease:       cfg.Lease.std(),
 			Backoff:     jobs.Backoff{Base: cfg.Worker.RetryBase.std(), Max: cfg.Worker.RetryMax.std()},
@@ -226,6 +228,7 @@ func run(ctx context.Context, cfg *config, r roles, log *slog.Logger, ready func
 	// Let running tasks finish; unfinished ones go back to the queue.
 	if worker != nil {
 		worker.Shutdown()
+		runs.Close()
 	}
 	if e := client.Close(); e != nil && !errors.Is(e, redis.ErrClosed) {
 		log.Debug("closing asynq client", slog.String("error", e.Error()))

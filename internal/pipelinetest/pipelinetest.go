@@ -130,9 +130,13 @@ func Start(t testing.TB, opts Options) *Pipeline {
 	done := make(chan struct{})
 	go func() { relay.Run(ctx); close(done) }()
 
-	var worker *jobs.Server
+	var (
+		worker *jobs.Server
+		runs   *dedupe.RunBatcher
+	)
 	if !opts.NoWorker {
-		handler := jobs.NewHandler(store, jobs.HandlerConfig{
+		runs = dedupe.NewRunBatcher(store, dedupe.BatcherConfig{})
+		handler := jobs.NewHandler(runs, jobs.HandlerConfig{
 			Routes: routes, Lease: opts.Lease, Backoff: jobs.Backoff{Base: 100 * time.Millisecond, Max: time.Second}, Logger: log,
 		})
 		worker = jobs.NewServer(opts.Redis.Client, handler, jobs.ServerConfig{Queue: opts.Redis.Queue, Concurrency: 16, ShutdownTimeout: 5 * time.Second, Logger: log})
@@ -189,6 +193,7 @@ func Start(t testing.TB, opts Options) *Pipeline {
 		<-done
 		if worker != nil {
 			worker.Shutdown()
+			runs.Close()
 		}
 		_ = client.Close()
 	})
