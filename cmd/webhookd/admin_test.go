@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -276,5 +277,24 @@ func TestProcessWithoutTokenSaysLoopbackOnly(t *testing.T) {
 	}
 	if !warned {
 		t.Error("start-up log does not say admin answers only on loopback")
+	}
+}
+
+func TestComposeConfigIsValid(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../compose.webhookd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"DATABASE_URL": "postgres://postgres:pw@postgres:5432/webhookd", "REDIS_URL": "redis://redis:6379/0",
+		"WEBHOOKD_ADMIN_TOKEN": "t", "STRIPE_WEBHOOK_SECRET": "whsec_x", "DEMO_DESTINATION_URL": "http://sink:9000/hooks/demo",
+	}
+	cfg, err := parseConfig("compose.webhookd.yaml", raw, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatalf("compose.webhookd.yaml: %v", err)
+	}
+	if cfg.AdminToken != "t" || cfg.Sources[0].Destinations[0].URL != "http://sink:9000/hooks/demo" {
+		t.Errorf("environment not applied: %+v", cfg)
 	}
 }
