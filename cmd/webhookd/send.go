@@ -106,6 +106,9 @@ func sendCommand() *cobra.Command {
 					defer resp.Body.Close()
 					answer, _ := io.ReadAll(resp.Body)
 					fmt.Fprintf(out, "#%d %d %s\n", i, resp.StatusCode, bytes.TrimSpace(answer))
+					if resp.StatusCode >= 300 && fail == nil {
+						fail = fmt.Errorf("the gateway answered %d", resp.StatusCode)
+					}
 				}(i)
 			}
 			wg.Wait()
