@@ -40,57 +40,63 @@ var (
 )
 
 type buildResult struct {
+	once sync.Once
 	path string
 	err  error
 }
 
 // Binary returns the path of the webhookd binary built with the given
 // build tags (none for the normal build). Each tag set is built once per
-// test binary; [Main] removes the builds when the tests end.
+// test binary (different tag sets build in parallel); [Main] removes the
+// builds when the tests end.
 func Binary(tb testing.TB, tags ...string) string {
 	tb.Helper()
 	key := strings.Join(tags, ",")
 	buildMu.Lock()
-	defer buildMu.Unlock()
-	if b, ok := builds[key]; ok {
-		if b.err != nil {
-			tb.Fatal(b.err)
-		}
-		return b.path
-	}
-	res := &buildResult{}
-	builds[key] = res
 	if buildDir == "" {
 		dir, err := os.MkdirTemp("", "webhookd-proctest-")
 		if err != nil {
-			res.err = fmt.Errorf("error creating build dir: %w", err)
-			tb.Fatal(res.err)
+			buildMu.Unlock()
+			tb.Fatalf("error creating build dir: %v", err)
 		}
 		buildDir = dir
 	}
+	b, ok := builds[key]
+	if !ok {
+		b = &buildResult{}
+		builds[key] = b
+	}
+	dir := buildDir
+	buildMu.Unlock()
+	b.once.Do(func() { b.path, b.err = build(tb, dir, key) })
+	if b.err != nil {
+		tb.Fatal(b.err)
+	}
+	return b.path
+}
+
+func build(tb testing.TB, dir, tags string) (string, error) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		res.err = fmt.Errorf("the go tool is needed to build webhookd for fault tests: %w", err)
-		tb.Fatal(res.err)
+		return "", fmt.Errorf("the go tool is needed to build webhookd for fault tests: %w", err)
 	}
 	name := "webhookd"
-	if key != "" {
-		name += "-" + strings.ReplaceAll(key, ",", "-")
+	if tags != "" {
+		name += "-" + strings.ReplaceAll(tags, ",", "-")
 	}
-	res.path = filepath.Join(buildDir, name)
-	args := []string{"build", "-o", res.path}
-	if key != "" {
-		args = append(args, "-tags", key)
+	path := filepath.Join(dir, name)
+	args := []string{"build", "-o", path}
+	if tags != "" {
+		args = append(args, "-tags", tags)
 	}
 	args = append(args, Package)
 	start := time.Now()
 	out, err := exec.Command(goTool, args...).CombinedOutput()
 	if err != nil {
-		res.err = fmt.Errorf("error building webhookd (go %s): %v\n%s", strings.Join(args, " "), err, out)
-		tb.Fatal(res.err)
+		return "", fmt.Errorf("error building webhookd (go %s): %v\n%s", strings.Join(args, " "), err, out)
 	}
 	tb.Logf("built %s in %s", name, time.Since(start).Round(time.Millisecond))
-	return res.path
+	return path, nil
 }
 
 // Main runs the tests and removes the binaries Binary built. Call it from

@@ -1,0 +1,444 @@
+package main
+
+// Fault tests: real webhookd processes (built once per test binary by
+// internal/proctest), real Postgres and Redis, real kills. Each test owns
+// its Postgres schema, its Redis (a DB of the shared server, or its own
+// redis-server), its destination (an httptest.Server in this process) and
+// every process it starts; all are stopped when it ends. They run in
+// parallel and never skip: a missing prerequisite fails them.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/internal/pgtest"
+	"github.com/webhookd/webhookd/internal/proctest"
+	"github.com/webhookd/webhookd/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(proctest.Main(m))
+}
+
+// faultSink is the destination of a fault test: it records every call and
+// answers through a hook the test may replace.
+type faultSink struct {
+	*httptest.Server
+	mu     sync.Mutex
+	calls  map[string][]string // key → Webhookd-Attempt of each call
+	events map[string]string   // key → Webhookd-Event-Id
+	hook   func(key string, n int, w http.ResponseWriter, r *http.Request) bool
+}
+
+func newFaultSink(t *testing.T) *faultSink {
+	t.Helper()
+	s := &faultSink{calls: map[string][]string{}, events: map[string]string{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		key := r.Header.Get("Idempotency-Key")
+		s.mu.Lock()
+		s.calls[key] = append(s.calls[key], r.Header.Get("Webhookd-Attempt"))
+		s.events[key] = r.Header.Get("Webhookd-Event-Id")
+		n := len(s.calls[key])
+		hook := s.hook
+		s.mu.Unlock()
+		if hook != nil && hook(key, n, w, r) {
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// callsOf returns the Webhookd-Attempt headers of key's calls.
+func (s *faultSink) callsOf(key string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.calls[key]...)
+}
+
+// keys returns how many distinct keys were called, and those called more
+// than once.
+func (s *faultSink) keys() (int, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var repeated []string
+	for k, c := range s.calls {
+		if len(c) > 1 {
+			repeated = append(repeated, fmt.Sprintf("%s×%d", k, len(c)))
+		}
+	}
+	return len(s.calls), repeated
+}
+
+// faultConfig is the YAML config of a fault test: one unsigned source
+// "test" (event id json:id) forwarding to one destination "sink".
+func faultConfig(databaseURL, redisURL, queue, destURL string) string {
+	return fmt.Sprintf(`database_url: %q
+redis_url: %q
+queue: %q
+lease: 3s
+log_level: debug
+worker:
+  concurrency: 8
+  retry_base: 100ms
+  retry_max: 1s
+  default_hold: 1s
+  sweep_interval: 1s
+  relay_interval: 200ms
+  relay_min_age: 300ms
+  shutdown_timeout: 5s
+sources:
+  - name: test
+    verify:
+      scheme: none
+      allow_unsigned: true
+    event_id: json:id
+    destinations:
+      - name: sink
+        url: %q
+        timeout: 2s
+        max_attempts: 5
+`, databaseURL, redisURL, queue, destURL)
+}
+
+func keyOf(id string) string { return "test:sink:" + id }
+
+var sendClient = &http.Client{Timeout: 15 * time.Second}
+
+// send posts event id to the gateway and returns the status code, or an
+// error when no answer came.
+func send(gatewayURL, id string) (int, error) {
+	resp, err := sendClient.Post(gatewayURL+"/webhooks/test", "application/json",
+		strings.NewReader(fmt.Sprintf(`{"id":%q,"type":"fault.test"}`, id)))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
+}
+
+func mustSend(t *testing.T, gatewayURL, id string, want ...int) {
+	t.Helper()
+	code, err := send(gatewayURL, id)
+	if err != nil {
+		t.Fatalf("sending %s: %v", id, err)
+	}
+	for _, w := range want {
+		if code == w {
+			return
+		}
+	}
+	t.Fatalf("sending %s: HTTP %d, want %v", id, code, want)
+}
+
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func queryInt(t *testing.T, s *pgtest.Schema, sql string, args ...any) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var n int
+	if err := s.Pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// checkNoDuplicates runs `webhookd check duplicates`, the operator's
+// proof, and fails the test unless it exits 0.
+func checkNoDuplicates(t *testing.T, bin, config string) {
+	t.Helper()
+	cmd := exec.Command(bin, "check", "duplicates", "--config", config)
+	cmd.Env = append(os.Environ(), "DATABASE_URL=", "REDIS_URL=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("webhookd check duplicates: %v\n%s", err, out)
+	}
+}
+
+// TestFaultWorkerKilledMidCall: the destination holds event X's call; the
+// worker is SIGKILLed mid-call; a new worker takes over. X ends done,
+// every call carried X's key, the crash counted as an attempt, and no
+// other event was affected.
+//
+// Latency: the sweeper resets X's run as soon as the 3s lease passes, but
+// X's Asynq task still sits in the dead worker's active list, so the
+// re-enqueue is a no-op (same task id); Asynq's recoverer hands it out
+// once its 30s Asynq lease is 30s past, checking once a minute, so
+// recovery takes about a minute.
+func TestFaultWorkerKilledMidCall(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	bin := proctest.Binary(t)
+	schema := pgtest.New(t)
+	rdb := redistest.New(t)
+	dest := newFaultSink(t)
+	const victim = "evt_victim"
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // runs before the sink closes
+	dest.hook = func(key string, n int, w http.ResponseWriter, r *http.Request) bool {
+		if key == keyOf(victim) && n == 1 {
+			arrived <- struct{}{}
+			<-release
+			return false
+		}
+		return false
+	}
+	cfg := proctest.WriteConfig(t, faultConfig(schema.URL, rdb.URL, rdb.Queue, dest.URL))
+	gw := proctest.StartWebhookd(t, "gateway", bin, "gateway", cfg)
+	w1 := proctest.StartWebhookd(t, "worker-1", bin, "worker", cfg)
+
+	others := []string{"evt_a", "evt_b", "evt_c", "evt_d"}
+	for _, id := range others[:2] {
+		mustSend(t, gw.URL(), id, http.StatusAccepted)
+	}
+	mustSend(t, gw.URL(), victim, http.StatusAccepted)
+	select {
+	case <-arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the victim's call never reached the destination")
+	}
+	w1.Kill()
+	killedAt := time.Now()
+	w2 := proctest.StartWebhookd(t, "worker-2", bin, "worker", cfg)
+	for _, id := range others[2:] {
+		mustSend(t, gw.URL(), id, http.StatusAccepted)
+	}
+
+	waitUntil(t, 150*time.Second, "the victim's run to be done", func() bool {
+		return queryInt(t, schema, `SELECT count(*) FROM job_runs WHERE key = $1 AND status = 'done'`, keyOf(victim)) == 1
+	})
+	t.Logf("victim recovered %s after the kill", time.Since(killedAt).Round(time.Second))
+	calls := dest.callsOf(keyOf(victim))
+	if len(calls) < 2 || calls[0] != "1" || calls[len(calls)-1] != strconv.Itoa(len(calls)) {
+		t.Fatalf("victim's calls carried Webhookd-Attempt %v, want 1..n with n ≥ 2", calls)
+	}
+	dest.mu.Lock()
+	for k, id := range dest.events {
+		if id == victim && k != keyOf(victim) {
+			t.Errorf("victim called with key %q, want %q", k, keyOf(victim))
+		}
+	}
+	dest.mu.Unlock()
+	if n := queryInt(t, schema, `SELECT attempts FROM job_runs WHERE key = $1`, keyOf(victim)); n < 1 {
+		t.Fatalf("victim's run has %d attempts, want the crash counted", n)
+	}
+	if n := queryInt(t, schema, `SELECT calls FROM job_runs WHERE key = $1`, keyOf(victim)); n < 2 {
+		t.Fatalf("victim's run has %d calls, want ≥ 2", n)
+	}
+	for _, id := range others {
+		if c := dest.callsOf(keyOf(id)); len(c) != 1 || c[0] != "1" {
+			t.Errorf("%s: calls %v, want exactly one (attempt 1)", id, c)
+		}
+	}
+	if n := queryInt(t, schema, `SELECT count(*) FROM job_runs WHERE status = 'done'`); n != len(others)+1 {
+		t.Fatalf("%d runs done, want %d", n, len(others)+1)
+	}
+	if !strings.Contains(w2.Logs(), "lease passed") {
+		t.Errorf("worker-2 never logged the sweeper's reset")
+	}
+	checkNoDuplicates(t, bin, cfg)
+	t.Logf("took %s", time.Since(start).Round(time.Millisecond))
+}
+
+// TestFaultRedisDownAtIngest: with the test's own redis-server stopped,
+// 50 events are all acknowledged; once Redis is back on the same port
+// (empty), the relay enqueues them and each is delivered exactly once.
+func TestFaultRedisDownAtIngest(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	bin := proctest.Binary(t)
+	schema := pgtest.New(t)
+	redis := proctest.StartRedis(t)
+	dest := newFaultSink(t)
+	cfg := proctest.WriteConfig(t, faultConfig(schema.URL, redis.URL, "webhookd", dest.URL))
+	gw := proctest.StartWebhookd(t, "gateway", bin, "gateway", cfg)
+	proctest.StartWebhookd(t, "worker", bin, "worker", cfg)
+
+	redis.Stop()
+	const n = 50
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("evt_%02d", i)
+			code, err := send(gw.URL(), id)
+			if err == nil && code != http.StatusAccepted {
+				err = fmt.Errorf("%s: HTTP %d, want 202", id, code)
+			}
+			if err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	if got := queryInt(t, schema, `SELECT count(*) FROM events WHERE enqueued_at IS NULL`); got != n {
+		t.Fatalf("%d events pending hand-off while Redis is down, want %d", got, n)
+	}
+	time.Sleep(time.Second) // the relay keeps failing meanwhile
+	redis.Start()
+	restarted := time.Now()
+
+	waitUntil(t, 60*time.Second, "all 50 delivered", func() bool {
+		k, _ := dest.keys()
+		return k == n
+	})
+	t.Logf("all delivered %s after Redis came back", time.Since(restarted).Round(time.Millisecond))
+	time.Sleep(2 * time.Second) // give a second delivery the chance to show up
+	if k, repeated := dest.keys(); k != n || len(repeated) > 0 {
+		t.Fatalf("%d keys delivered, repeated: %v; want %d, each once", k, repeated, n)
+	}
+	waitUntil(t, 10*time.Second, "all runs done", func() bool {
+		return queryInt(t, schema, `SELECT count(*) FROM job_runs WHERE status = 'done'`) == n
+	})
+	checkNoDuplicates(t, bin, cfg)
+	t.Logf("took %s", time.Since(start).Round(time.Millisecond))
+}
+
+// TestFaultPostgresDown: webhookd reaches Postgres through a TCP proxy the
+// test cuts. While cut, the gateway answers 503 (never 2xx) and /readyz
+// fails; after restoring it, the sender's retry is accepted and the event
+// delivered once.
+func TestFaultPostgresDown(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	bin := proctest.Binary(t)
+	schema := pgtest.New(t)
+	rdb := redistest.New(t)
+	dest := newFaultSink(t)
+	u, err := url.Parse(schema.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := proctest.StartProxy(t, u.Host)
+	u.Host = proxy.Addr
+	cfg := proctest.WriteConfig(t, faultConfig(u.String(), rdb.URL, rdb.Queue, dest.URL))
+	srv := proctest.StartWebhookd(t, "serve", bin, "serve", cfg)
+
+	mustSend(t, srv.URL(), "evt_before", http.StatusAccepted)
+	waitUntil(t, 20*time.Second, "evt_before delivered", func() bool { return len(dest.callsOf(keyOf("evt_before"))) == 1 })
+
+	proxy.Cut()
+	cutAt := time.Now()
+	for _, id := range []string{"evt_during_1", "evt_during_2", "evt_during_3"} {
+		code, err := send(srv.URL(), id)
+		if err != nil {
+			t.Fatalf("%s: no answer while Postgres is down (%v); want 503", id, err)
+		}
+		if code != http.StatusServiceUnavailable {
+			t.Fatalf("%s: HTTP %d while Postgres is down, want 503", id, code)
+		}
+	}
+	if resp, err := http.Get(srv.URL() + "/readyz"); err != nil || resp.StatusCode == http.StatusOK {
+		t.Fatalf("/readyz while Postgres is down: %v %v, want not ready", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if n := queryInt(t, schema, `SELECT count(*) FROM events WHERE external_id LIKE 'evt_during%'`); n != 0 {
+		t.Fatalf("%d events recorded while answering 503", n)
+	}
+
+	t.Logf("three 503s within %s of the cut", time.Since(cutAt).Round(time.Millisecond))
+	proxy.Restore()
+	restoredAt := time.Now()
+	waitUntil(t, 30*time.Second, "the sender's retry to be accepted", func() bool {
+		code, err := send(srv.URL(), "evt_during_1")
+		return err == nil && code == http.StatusAccepted
+	})
+	t.Logf("retry accepted %s after the restore", time.Since(restoredAt).Round(time.Millisecond))
+	mustSend(t, srv.URL(), "evt_during_2", http.StatusAccepted)
+	mustSend(t, srv.URL(), "evt_during_3", http.StatusAccepted)
+	mustSend(t, srv.URL(), "evt_during_1", http.StatusOK) // a repeat now
+	waitUntil(t, 30*time.Second, "the retried events delivered", func() bool {
+		k, _ := dest.keys()
+		return k == 4
+	})
+	time.Sleep(time.Second)
+	if k, repeated := dest.keys(); k != 4 || len(repeated) > 0 {
+		t.Fatalf("%d keys delivered, repeated %v; want 4, each once", k, repeated)
+	}
+	checkNoDuplicates(t, bin, cfg)
+	t.Logf("took %s", time.Since(start).Round(time.Millisecond))
+}
+
+// TestFaultKilledBetweenCommitAndEnqueue: a gateway built with the
+// faultinject tag exits right after an event commits, before answering
+// or handing it to the queue. After a restart, the relay finds the event
+// and it is delivered once; the sender's retry is a duplicate.
+func TestFaultKilledBetweenCommitAndEnqueue(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	faulty := proctest.Binary(t, "faultinject")
+	bin := proctest.Binary(t)
+	schema := pgtest.New(t)
+	rdb := redistest.New(t)
+	dest := newFaultSink(t)
+	cfg := proctest.WriteConfig(t, faultConfig(schema.URL, rdb.URL, rdb.Queue, dest.URL))
+	proctest.StartWebhookd(t, "worker", bin, "worker", cfg)
+	gw := proctest.StartWebhookd(t, "gateway-faulty", faulty, "gateway", cfg, "WEBHOOKD_FAULT=exit-after-commit")
+
+	if code, err := send(gw.URL(), "evt_orphan"); err == nil {
+		t.Fatalf("the faulty gateway answered HTTP %d; want it to die before answering", code)
+	}
+	if code := gw.Wait(10 * time.Second); code != 3 {
+		t.Fatalf("faulty gateway exited %d, want 3 (the injected fault)", code)
+	}
+	if n := queryInt(t, schema, `SELECT count(*) FROM events WHERE external_id = 'evt_orphan' AND enqueued_at IS NULL`); n != 1 {
+		t.Fatalf("the committed, never enqueued event is not there (%d rows)", n)
+	}
+	if n := queryInt(t, schema, `SELECT count(*) FROM job_runs`); n != 0 {
+		t.Fatalf("%d runs before any hand-off", n)
+	}
+
+	gw2 := proctest.StartWebhookd(t, "gateway-2", bin, "gateway", cfg)
+	waitUntil(t, 30*time.Second, "the relay to deliver the orphan", func() bool {
+		return len(dest.callsOf(keyOf("evt_orphan"))) == 1
+	})
+	mustSend(t, gw2.URL(), "evt_orphan", http.StatusOK) // the sender's retry
+	time.Sleep(time.Second)
+	if c := dest.callsOf(keyOf("evt_orphan")); len(c) != 1 {
+		t.Fatalf("orphan delivered %d times, want once", len(c))
+	}
+	waitUntil(t, 10*time.Second, "the run to be done", func() bool {
+		return queryInt(t, schema, `SELECT count(*) FROM job_runs WHERE key = $1 AND status = 'done'`, keyOf("evt_orphan")) == 1
+	})
+	var deliveries int
+	if err := schema.Pool.QueryRow(context.Background(), `SELECT deliveries FROM events WHERE external_id = 'evt_orphan'`).Scan(&deliveries); err != nil || deliveries != 2 {
+		t.Fatalf("deliveries %d (%v), want 2 (the cut-off one and the retry)", deliveries, err)
+	}
+	checkNoDuplicates(t, bin, cfg)
+	t.Logf("took %s", time.Since(start).Round(time.Millisecond))
+}
