@@ -442,3 +442,136 @@ func TestFaultKilledBetweenCommitAndEnqueue(t *testing.T) {
 	checkNoDuplicates(t, bin, cfg)
 	t.Logf("took %s", time.Since(start).Round(time.Millisecond))
 }
+
+// TestFaultReplicas: two gateways and two workers on one database and one
+// Redis; every event is sent to both gateways at once, five times. Each
+// event gets one row and one destination call.
+func TestFaultReplicas(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	bin := proctest.Binary(t)
+	schema := pgtest.New(t)
+	rdb := redistest.New(t)
+	dest := newFaultSink(t)
+	cfg := proctest.WriteConfig(t, faultConfig(schema.URL, rdb.URL, rdb.Queue, dest.URL))
+	gws := []*proctest.Process{
+		proctest.StartWebhookd(t, "gateway-1", bin, "gateway", cfg),
+		proctest.StartWebhookd(t, "gateway-2", bin, "gateway", cfg),
+	}
+	proctest.StartWebhookd(t, "worker-1", bin, "worker", cfg)
+	proctest.StartWebhookd(t, "worker-2", bin, "worker", cfg)
+
+	const events, copies = 30, 5
+	var wg sync.WaitGroup
+	codes := make(chan int, events*copies*len(gws))
+	for i := range events {
+		for range copies {
+			for _, gw := range gws {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					code, err := send(gw.URL(), fmt.Sprintf("evt_%02d", i))
+					if err != nil {
+						t.Errorf("send: %v", err)
+					}
+					codes <- code
+				}()
+			}
+		}
+	}
+	wg.Wait()
+	close(codes)
+	accepted := 0
+	for c := range codes {
+		switch c {
+		case http.StatusAccepted:
+			accepted++
+		case http.StatusOK:
+		default:
+			t.Errorf("HTTP %d, want 202 or 200", c)
+		}
+	}
+	if accepted != events {
+		t.Fatalf("%d answers were 202 (first delivery), want exactly %d", accepted, events)
+	}
+	if n := queryInt(t, schema, `SELECT count(*) FROM events`); n != events {
+		t.Fatalf("%d event rows, want %d", n, events)
+	}
+	if n := queryInt(t, schema, `SELECT sum(deliveries)::int FROM events`); n != events*copies*len(gws) {
+		t.Fatalf("%d deliveries counted, want %d", n, events*copies*len(gws))
+	}
+	waitUntil(t, 30*time.Second, "every event delivered", func() bool { k, _ := dest.keys(); return k == events })
+	time.Sleep(time.Second)
+	if k, repeated := dest.keys(); k != events || len(repeated) > 0 {
+		t.Fatalf("%d keys delivered, repeated %v; want %d, each once", k, repeated, events)
+	}
+	checkNoDuplicates(t, bin, cfg)
+	t.Logf("took %s", time.Since(start).Round(time.Millisecond))
+}
+
+// TestFaultSIGTERMUnderLoad: a serving process is stopped with SIGTERM
+// while 500 events are in flight, then started again. Every event it
+// acknowledged is delivered, and no key is called twice.
+func TestFaultSIGTERMUnderLoad(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	bin := proctest.Binary(t)
+	schema := pgtest.New(t)
+	rdb := redistest.New(t)
+	dest := newFaultSink(t)
+	dest.hook = func(_ string, _ int, w http.ResponseWriter, _ *http.Request) bool {
+		time.Sleep(20 * time.Millisecond) // keep work in flight at the stop
+		return false
+	}
+	cfg := proctest.WriteConfig(t, faultConfig(schema.URL, rdb.URL, rdb.Queue, dest.URL))
+	srv := proctest.StartWebhookd(t, "serve-1", bin, "serve", cfg)
+
+	const n = 500
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		acked []string
+		sem   = make(chan struct{}, 50)
+	)
+	for i := range n {
+		if i == n/2 {
+			go func() { _ = srv.Terminate(30 * time.Second) }()
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			id := fmt.Sprintf("evt_%03d", i)
+			code, err := send(srv.URL(), id)
+			if err == nil && code == http.StatusAccepted {
+				mu.Lock()
+				acked = append(acked, id)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if srv.Wait(40*time.Second) != 0 {
+		t.Errorf("serve did not exit cleanly on SIGTERM")
+	}
+	t.Logf("%d of %d events acknowledged before the stop", len(acked), n)
+	if len(acked) == 0 {
+		t.Fatal("no event was acknowledged")
+	}
+	proctest.StartWebhookd(t, "serve-2", bin, "serve", cfg)
+	waitUntil(t, 60*time.Second, "every acknowledged event delivered", func() bool {
+		for _, id := range acked {
+			if len(dest.callsOf(keyOf(id))) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(time.Second)
+	if _, repeated := dest.keys(); len(repeated) > 0 {
+		t.Fatalf("keys called more than once: %v", repeated)
+	}
+	checkNoDuplicates(t, bin, cfg)
+	t.Logf("took %s", time.Since(start).Round(time.Millisecond))
+}
