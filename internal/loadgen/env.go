@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/webhookd/webhookd/jobs"
 	"github.com/webhookd/webhookd/migrations"
 )
 
@@ -80,7 +81,9 @@ func resetForReuse(ctx context.Context, pool *pgxpool.Pool, source string) error
 		sql  string
 		args []any
 	}{
-		{`TRUNCATE job_runs, delivery_attempts, entity_versions`, nil},
+		{`TRUNCATE entity_versions`, nil},
+		{`DELETE FROM job_runs WHERE source <> $1 OR external_id NOT LIKE 'evt\_pre\_%'`, []any{source}},
+		{`DELETE FROM delivery_attempts WHERE key NOT LIKE $1 || ':%:evt\_pre\_%'`, []any{source}},
 		{`DELETE FROM events WHERE source <> $1 OR external_id NOT LIKE 'evt\_pre\_%'`, []any{source}},
 		{`UPDATE events SET deliveries = 1, last_received_at = received_at WHERE deliveries <> 1`, nil},
 	}
@@ -89,7 +92,7 @@ func resetForReuse(ctx context.Context, pool *pgxpool.Pool, source string) error
 			return fmt.Errorf("error resetting the reused database: %w", err)
 		}
 	}
-	_, err := pool.Exec(ctx, `VACUUM (ANALYZE) events`)
+	_, err := pool.Exec(ctx, `VACUUM (ANALYZE) events, job_runs, delivery_attempts`)
 	return err
 }
 
@@ -123,11 +126,14 @@ func clearQueue(ctx context.Context, redisURL, queue string) error {
 	return rdb.SRem(ctx, "asynq:queues", queue).Err()
 }
 
-// preload inserts events evt_pre_<0..n-1> of source with COPY, already
-// handed off (so neither relay nor worker touches them), unless an
-// earlier run left exactly those. It then vacuums, analyzes and
-// checkpoints, so the measured run does not pay for the load.
-func preload(ctx context.Context, pool *pgxpool.Pool, source string, n int64, bodySize int, progress io.Writer) error {
+// preload inserts events evt_pre_<0..n-1> of src with COPY as finished
+// history: each event handed off, its run done and its one successful
+// destination call logged, as production would have them (so neither the
+// relay nor the queue-loss check takes them up again), unless an earlier
+// run left exactly those. It then vacuums, analyzes and checkpoints, so
+// the measured run does not pay for the load.
+func preload(ctx context.Context, pool *pgxpool.Pool, src Source, n int64, bodySize int, progress io.Writer) error {
+	source := src.Name
 	var last, beyond bool
 	err := pool.QueryRow(ctx, `SELECT
         EXISTS (SELECT 1 FROM events WHERE source = $1 AND external_id = $2),
@@ -139,8 +145,14 @@ func preload(ctx context.Context, pool *pgxpool.Pool, source string, n int64, bo
 	if last && !beyond {
 		return nil
 	}
-	if _, err := pool.Exec(ctx, `DELETE FROM events WHERE source = $1 AND external_id LIKE 'evt\_pre\_%'`, source); err != nil {
-		return fmt.Errorf("error removing an old preload: %w", err)
+	for _, q := range []string{
+		`DELETE FROM events WHERE source = $1 AND external_id LIKE 'evt\_pre\_%'`,
+		`DELETE FROM job_runs WHERE source = $1 AND external_id LIKE 'evt\_pre\_%'`,
+		`DELETE FROM delivery_attempts WHERE key LIKE $1 || ':%:evt\_pre\_%'`,
+	} {
+		if _, err := pool.Exec(ctx, q, source); err != nil {
+			return fmt.Errorf("error removing an old preload: %w", err)
+		}
 	}
 
 	var done atomic.Int64
@@ -171,6 +183,7 @@ func preload(ctx context.Context, pool *pgxpool.Pool, source string, n int64, bo
 	const streams = 2
 	errs := make(chan error, streams)
 	per := (n + streams - 1) / streams
+	result := []byte(`{"status_code":200,"headers":{"Content-Type":"application/json"},"body":"{\"ok\":true}"}`)
 	for s := range int64(streams) {
 		from, to := s*per, min((s+1)*per, n)
 		go func() {
@@ -191,8 +204,38 @@ func preload(ctx context.Context, pool *pgxpool.Pool, source string, n int64, bo
 				}))
 			errs <- err
 		}()
+		go func() {
+			i := from
+			_, err := pool.CopyFrom(ctx, pgx.Identifier{"job_runs"},
+				[]string{"key", "source", "external_id", "destination", "generation", "status", "attempts", "calls",
+					"max_attempts", "result", "created_at", "started_at", "completed_at"},
+				pgx.CopyFromFunc(func() ([]any, error) {
+					if i >= to {
+						return nil, nil
+					}
+					id := preloadID(i)
+					i++
+					return []any{jobs.Key(source, src.Destination, id, 1), source, id, src.Destination, 1, "done", 0, 1,
+						20, result, now, now, now}, nil
+				}))
+			errs <- err
+		}()
+		go func() {
+			i := from
+			_, err := pool.CopyFrom(ctx, pgx.Identifier{"delivery_attempts"},
+				[]string{"key", "call", "status_code", "succeeded", "duration_ms", "created_at"},
+				pgx.CopyFromFunc(func() ([]any, error) {
+					if i >= to {
+						return nil, nil
+					}
+					key := jobs.Key(source, src.Destination, preloadID(i), 1)
+					i++
+					return []any{key, 1, 200, true, 1.0, now}, nil
+				}))
+			errs <- err
+		}()
 	}
-	for range streams {
+	for range 3 * streams {
 		if e := <-errs; e != nil && err == nil {
 			err = fmt.Errorf("error preloading events: %w", e)
 		}
@@ -203,7 +246,7 @@ func preload(ctx context.Context, pool *pgxpool.Pool, source string, n int64, bo
 	if err != nil {
 		return err
 	}
-	if _, err := pool.Exec(ctx, `VACUUM (ANALYZE) events`); err != nil {
+	if _, err := pool.Exec(ctx, `VACUUM (ANALYZE) events, job_runs, delivery_attempts`); err != nil {
 		return fmt.Errorf("error vacuuming after the preload: %w", err)
 	}
 	_, _ = pool.Exec(ctx, `CHECKPOINT`) // needs superuser; best effort

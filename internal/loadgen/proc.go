@@ -104,7 +104,8 @@ type procTicks map[int]struct {
 // readProcs reads every process's CPU ticks, grouped as "postgres
 // (<database>)" for backends of database, "postgres (other)", "redis",
 // "this process" and "other". Processes that end between two readings
-// lose their ticks; new ones count from zero.
+// lose their ticks (Run counts "other" as the rest of the machine's busy
+// time instead); new ones count from zero.
 func readProcs(database string) procTicks {
 	out := procTicks{}
 	self := os.Getpid()

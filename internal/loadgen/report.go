@@ -106,7 +106,8 @@ type CPU struct {
 	// Groups splits the machine's CPU by process (from /proc/<pid>/stat):
 	// this process, Postgres backends of the bench database, other
 	// Postgres processes (background writers, other databases), Redis,
-	// and everything else (other users of the machine, the kernel).
+	// and "other": the rest of the machine's busy time (other users of
+	// the machine, the kernel).
 	Groups []CPUGroup `json:"groups,omitempty"`
 }
 
@@ -129,6 +130,9 @@ type Check struct {
 	// run, and those acknowledged at least once.
 	DistinctSent  int64 `json:"distinct_sent"`
 	DistinctAcked int64 `json:"distinct_acked"`
+	// RepeatedPreloaded counts distinct preloaded ids sent again, whose
+	// delivery counts are checked too.
+	RepeatedPreloaded int64 `json:"repeated_preloaded"`
 	// NewRows is the growth of the source's events rows during the run.
 	NewRows int64 `json:"new_rows"`
 	// SinkKeys counts distinct keys at the sink; SinkRepeated those
@@ -198,8 +202,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	if !c.Passed {
 		verdict = "FAIL"
 	}
-	fmt.Fprintf(&b, "\nexactly-once  %s: %d new ids sent, %d acked, %d new rows, %d sink keys, %d repeated keys, %d acked keys not delivered once, %d delivery-count mismatches",
-		verdict, c.DistinctSent, c.DistinctAcked, c.NewRows, c.SinkKeys, c.SinkRepeated, c.KeysNotOnce, c.DeliveryMismatches)
+	fmt.Fprintf(&b, "\nexactly-once  %s: %d new ids sent, %d acked, %d new rows, %d sink keys, %d repeated keys, %d acked keys not delivered once; delivery counts of %d ids (%d of them preloaded): %d mismatches",
+		verdict, c.DistinctSent, c.DistinctAcked, c.NewRows, c.SinkKeys, c.SinkRepeated, c.KeysNotOnce,
+		c.DistinctSent+c.RepeatedPreloaded, c.RepeatedPreloaded, c.DeliveryMismatches)
 	for _, p := range c.Problems {
 		fmt.Fprintf(&b, "\n  problem: %s", p)
 	}

@@ -97,7 +97,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		sinkURL := "http://" + l.Addr().String() + "/hook"
 
 		if cfg.Preload > 0 {
-			if err := preload(ctx, pool, src.Name, cfg.Preload, cfg.BodySize, cfg.Progress); err != nil {
+			if err := preload(ctx, pool, src, cfg.Preload, cfg.BodySize, cfg.Progress); err != nil {
 				return nil, err
 			}
 		}
@@ -219,6 +219,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		rep.CPU.ProcessCores = proc / clockTicks / rep.SendSeconds
 		groups := cpuByGroup(procs0, procs1)
+		// Processes that ended during the run (compilers, tests of
+		// others) took their ticks with them: "other" is the rest of the
+		// machine's busy time.
+		known := int64(0)
+		for name, t := range groups {
+			if name != "other" {
+				known += t
+			}
+		}
+		groups["other"] = max(0, cpu1.machineBusy-cpu0.machineBusy-known)
 		names := slices.Sorted(maps.Keys(groups))
 		slices.SortStableFunc(names, func(a, b string) int { return cmp.Compare(groups[b], groups[a]) })
 		for _, name := range names {
@@ -450,6 +460,7 @@ func checkDeliveries(ctx context.Context, c *Check, pool *pgxpool.Pool, b *book,
 		ids = append(ids, id)
 		wants[id] = want{0, int64(b.acked[n]), int64(s)}
 	}
+	c.RepeatedPreloaded = int64(len(b.preSent))
 	for n, s := range b.preSent {
 		id := b.id(pick{pre: true, n: n})
 		ids = append(ids, id)
