@@ -216,6 +216,11 @@ func TestFaultWorkerKilledMidCall(t *testing.T) {
 	for _, id := range others[:2] {
 		mustSend(t, gw.URL(), id, http.StatusAccepted)
 	}
+	// Settled before the kill: a call whose outcome was not stored yet
+	// would rightly be repeated (same key) after the crash.
+	waitUntil(t, 30*time.Second, "the first events done", func() bool {
+		return queryInt(t, schema, `SELECT count(*) FROM job_runs WHERE status = 'done'`) == 2
+	})
 	mustSend(t, gw.URL(), victim, http.StatusAccepted)
 	select {
 	case <-arrived:
@@ -574,4 +579,57 @@ func TestFaultSIGTERMUnderLoad(t *testing.T) {
 	}
 	checkNoDuplicates(t, bin, cfg)
 	t.Logf("took %s", time.Since(start).Round(time.Millisecond))
+}
+
+// TestProcessRetention: a worker process runs retention on its schedule:
+// rows older than the window are gone, newer rows stay, the run is
+// recorded, and the last-success metric on /metrics moves.
+func TestProcessRetention(t *testing.T) {
+	t.Parallel()
+	bin := proctest.Binary(t)
+	schema := pgtest.New(t)
+	rdb := redistest.New(t)
+	dest := newFaultSink(t)
+	yaml := strings.Replace(faultConfig(schema.URL, rdb.URL, rdb.Queue, dest.URL), "worker:\n",
+		"retention: 1h\nworker:\n  retention_interval: 300ms\n  duplicate_check_interval: 300ms\n", 1)
+	cfg := proctest.WriteConfig(t, yaml)
+	gw := proctest.StartWebhookd(t, "gateway", bin, "gateway", cfg)
+	for _, id := range []string{"evt_old", "evt_new"} {
+		mustSend(t, gw.URL(), id, http.StatusAccepted)
+	}
+	waitUntil(t, 10*time.Second, "both events recorded", func() bool {
+		return queryInt(t, schema, `SELECT count(*) FROM events`) == 2
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := schema.Pool.Exec(ctx, `UPDATE events SET received_at = now() - interval '2 hours',
+        last_received_at = now() - interval '2 hours', enqueued_at = now() WHERE external_id = 'evt_old'`); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	w := proctest.StartWebhookd(t, "worker", bin, "worker", cfg)
+	waitUntil(t, 30*time.Second, "the old event deleted", func() bool {
+		return queryInt(t, schema, `SELECT count(*) FROM events WHERE external_id = 'evt_old'`) == 0
+	})
+	if n := queryInt(t, schema, `SELECT count(*) FROM events WHERE external_id = 'evt_new'`); n != 1 {
+		t.Fatalf("the new event was deleted")
+	}
+	if n := queryInt(t, schema, `SELECT count(*) FROM maintenance_runs WHERE kind = 'retention' AND error IS NULL AND rows_deleted >= 1`); n < 1 {
+		t.Fatalf("no successful retention run recorded")
+	}
+	waitUntil(t, 10*time.Second, "the last-success metric", func() bool {
+		resp, err := http.Get(w.URL() + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, "webhookd_retention_last_success_timestamp_seconds "); ok {
+				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				return err == nil && f >= float64(before.Unix())
+			}
+		}
+		return false
+	})
 }
