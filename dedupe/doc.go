@@ -40,4 +40,15 @@
 // [Store.SweepExpired] turns running rows whose lease has passed into
 // failed with attempts + 1 (dead once attempts reach max_attempts), in
 // bounded batches, under an advisory lock so one replica sweeps at a time.
+//
+// # Ordering, retention, the duplicate check
+//
+// [Store.AdvanceVersion] decides in one upsert on entity_versions whether
+// an ordered event may be forwarded: stale when a newer version was
+// recorded, busy while another key of the entity is in flight (its hold
+// ends with [Store.ReleaseVersion] or after the lease), else fresh.
+// [Store.RunRetention] deletes old rows in bounded batches under a session
+// advisory lock and records each run in maintenance_runs
+// ([Store.LastMaintenance]); [Store.DuplicateKeys] lists keys with more
+// than one successful call in delivery_attempts.
 package dedupe
