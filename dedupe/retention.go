@@ -20,7 +20,7 @@ const (
 
 // retentionLockID is the advisory lock that lets one replica run retention
 // at a time.
-const retentionLockID = 0x7765626802
+const retentionLockID int32 = 0x77656202
 
 // DefaultRetentionBatch is the rows deleted per statement when
 // RetentionOptions.BatchSize is not set.
@@ -122,7 +122,7 @@ func (s *Store) RunRetention(ctx context.Context, opts RetentionOptions) (Retent
 	}
 	defer conn.Release()
 	var locked bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, retentionLockID).Scan(&locked); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext(current_schema()))`, retentionLockID).Scan(&locked); err != nil {
 		return RetentionResult{}, fmt.Errorf("error running retention: %w", err)
 	}
 	if !locked {
@@ -196,10 +196,10 @@ func deleteBatch(ctx context.Context, conn *pgxpool.Conn, sql string, cutoff tim
 
 // unlockAdvisory releases a session advisory lock; if that fails the
 // connection is closed, which releases it too.
-func unlockAdvisory(conn *pgxpool.Conn, id int64) {
+func unlockAdvisory(conn *pgxpool.Conn, id int32) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, id); err != nil {
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock($1, hashtext(current_schema()))`, id); err != nil {
 		_ = conn.Conn().Close(ctx)
 	}
 }

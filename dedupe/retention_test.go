@@ -88,7 +88,7 @@ func TestRetention(t *testing.T) {
 		}
 		defer conn.Release()
 		b.exec(t, `SELECT 1`)
-		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(0x7765626802)); err != nil {
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, hashtext(current_schema()))`, int32(0x77656202)); err != nil {
 			t.Fatal(err)
 		}
 		res, err := b.store.RunRetention(ctx, dedupe.RetentionOptions{Retention: time.Hour})
@@ -98,7 +98,7 @@ func TestRetention(t *testing.T) {
 		if n := b.count(t, `SELECT count(*) FROM maintenance_runs`); n != 0 {
 			t.Fatalf("a skipped run was recorded")
 		}
-		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, int64(0x7765626802)); err != nil {
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock($1, hashtext(current_schema()))`, int32(0x77656202)); err != nil {
 			t.Fatal(err)
 		}
 		if res, err := b.store.RunRetention(ctx, dedupe.RetentionOptions{Retention: time.Hour}); err != nil || !res.Ran {

@@ -7,8 +7,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// sweepLockID is the advisory lock that lets one replica sweep at a time.
-const sweepLockID = 0x7765626801
+// sweepLockID is the advisory lock class that lets one replica sweep at a
+// time; the lock's second key is the schema's hash, so deployments sharing
+// a database in different schemas do not block each other.
+const sweepLockID int32 = 0x77656201
 
 // SweptRun is a run the sweeper reset because its lease had passed.
 type SweptRun struct {
@@ -46,7 +48,7 @@ func (s *Store) SweepExpired(ctx context.Context, limit int) ([]SweptRun, error)
 	var swept []SweptRun
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var locked bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, sweepLockID).Scan(&locked); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1, hashtext(current_schema()))`, sweepLockID).Scan(&locked); err != nil {
 			return err
 		}
 		if !locked {

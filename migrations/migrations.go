@@ -25,9 +25,9 @@ import (
 //go:embed *.sql
 var files embed.FS
 
-// lockID is the advisory lock key that serialises migration runs
-// ("webhookd" as bytes).
-const lockID = 0x7765626864
+// lockID is the advisory lock class that serialises migration runs; the
+// lock's second key is the target schema's hash.
+const lockID int32 = 0x77656264
 
 // Up applies every pending migration to the database at databaseURL (a
 // postgres:// URL or key=value string; a search_path parameter selects the
@@ -58,11 +58,11 @@ func run(ctx context.Context, databaseURL string, step func(*migrate.Migrate) er
 		return 0, fmt.Errorf("error connecting for migrations: %w", err)
 	}
 	defer lockConn.Close()
-	if _, err := lockConn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", lockID); err != nil {
+	if _, err := lockConn.ExecContext(ctx, "SELECT pg_advisory_lock($1, hashtext(current_schema()))", lockID); err != nil {
 		return 0, fmt.Errorf("error taking migration lock: %w", err)
 	}
 	defer func() {
-		_, _ = lockConn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", lockID)
+		_, _ = lockConn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1, hashtext(current_schema()))", lockID)
 	}()
 
 	// The migration driver owns and closes its own *sql.DB.
