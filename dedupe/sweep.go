@@ -3,6 +3,7 @@ package dedupe
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -65,4 +66,29 @@ func (s *Store) SweepExpired(ctx context.Context, limit int) ([]SweptRun, error)
 		return nil, fmt.Errorf("error sweeping expired runs: %w", err)
 	}
 	return swept, nil
+}
+
+const overdueSQL = `
+SELECT key, source, external_id, destination, generation, status, attempts
+FROM job_runs
+WHERE status = 'failed' AND NOT permanent
+  AND COALESCE(started_at, created_at) < now() - $1 * interval '1 millisecond'
+ORDER BY COALESCE(started_at, created_at)
+LIMIT $2`
+
+// OverdueRetries returns up to limit retryable failed runs not claimed for
+// longer than idle: longer than any backoff, so their task was lost (a
+// queue that dropped it, an enqueue that failed after a replay was
+// recorded). The caller enqueues them again with the same key; a task
+// that does still exist makes that a no-op.
+func (s *Store) OverdueRetries(ctx context.Context, idle time.Duration, limit int) ([]SweptRun, error) {
+	rows, err := s.pool.Query(ctx, overdueSQL, idle.Milliseconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("error finding overdue retries: %w", err)
+	}
+	runs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[SweptRun])
+	if err != nil {
+		return nil, fmt.Errorf("error finding overdue retries: %w", err)
+	}
+	return runs, nil
 }

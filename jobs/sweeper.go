@@ -12,6 +12,7 @@ import (
 // sweepStore is what the sweeper needs from dedupe.Store.
 type sweepStore interface {
 	SweepExpired(ctx context.Context, limit int) ([]dedupe.SweptRun, error)
+	OverdueRetries(ctx context.Context, idle time.Duration, limit int) ([]dedupe.SweptRun, error)
 }
 
 // SweeperConfig configures the Sweeper.
@@ -22,6 +23,10 @@ type SweeperConfig struct {
 	BatchSize int
 	// Timeout bounds one batch. Defaults to 30s.
 	Timeout time.Duration
+	// RetryIdle is how long a retryable failed run may go unclaimed before
+	// its task counts as lost and is enqueued again; keep it above the
+	// longest backoff plus the lease. Defaults to 1h5m.
+	RetryIdle time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Metrics, when set, counts resets.
@@ -38,6 +43,9 @@ func (c SweeperConfig) WithDefaults() SweeperConfig {
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = 30 * time.Second
+	}
+	if c.RetryIdle <= 0 {
+		c.RetryIdle = time.Hour + 5*time.Minute
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -81,7 +89,35 @@ func (s *Sweeper) Run(ctx context.Context) {
 				break
 			}
 		}
+		if _, err := s.RequeueOverdue(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			s.cfg.Logger.WarnContext(ctx, "overdue retry check failed", slog.String("error", err.Error()))
+		}
 	}
+}
+
+// RequeueOverdue enqueues again one batch of retryable runs whose retry is
+// overdue, with the same key, and returns how many it found.
+func (s *Sweeper) RequeueOverdue(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	runs, err := s.store.OverdueRetries(ctx, s.cfg.RetryIdle, s.cfg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	for _, run := range runs {
+		log := s.cfg.Logger.With(
+			slog.String("source", run.Source), slog.String("event_id", run.ExternalID),
+			slog.String("key", run.Key), slog.Int("attempts", run.Attempts))
+		err := s.enqueuer.Enqueue(ctx, DeliverPayload{
+			Source: run.Source, EventID: run.ExternalID, Destination: run.Destination, Generation: run.Generation,
+		})
+		if err != nil {
+			log.WarnContext(ctx, "retry is overdue; enqueue failed, the next sweep tries again", slog.String("error", err.Error()))
+			continue
+		}
+		log.WarnContext(ctx, "retry is overdue; enqueued again with the same key")
+	}
+	return len(runs), nil
 }
 
 // SweepOnce resets one batch of expired runs, re-enqueues those to retry,
@@ -106,7 +142,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 			Source: run.Source, EventID: run.ExternalID, Destination: run.Destination, Generation: run.Generation,
 		})
 		if err != nil {
-			log.WarnContext(ctx, "run's lease passed; reset, but re-enqueue failed (a pending retry or the next sweep recovers it)", slog.String("error", err.Error()))
+			log.WarnContext(ctx, "run's lease passed; reset, but re-enqueue failed (the overdue-retry check recovers it)", slog.String("error", err.Error()))
 			continue
 		}
 		log.WarnContext(ctx, "run's lease passed; reset for a retry with the same key")

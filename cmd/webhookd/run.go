@@ -168,8 +168,11 @@ func run(ctx context.Context, cfg *config, r roles, log *slog.Logger, ready func
 		}
 		sweeper := jobs.NewSweeper(store, enqueuer, jobs.SweeperConfig{
 			Interval: cfg.Worker.SweepEvery.std(),
-			Logger:   log,
-			Metrics:  jobMetrics,
+			// A retry is overdue once it is later than the longest
+			// backoff, a call and a lease allow.
+			RetryIdle: jobs.Backoff{Max: cfg.Worker.RetryMax.std()}.WithDefaults().Max + 2*cfg.Lease.std() + time.Minute,
+			Logger:    log,
+			Metrics:   jobMetrics,
 		})
 		background.Add(1)
 		go func() { defer background.Done(); sweeper.Run(bg) }()
