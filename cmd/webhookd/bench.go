@@ -128,6 +128,7 @@ With --target it sends to a running gateway, signing as the config's
 	f.StringVar(&redisURL, "redis-url", "redis://127.0.0.1:6379/0", "Redis for the queue")
 	f.StringVar(&cfg.Queue, "queue", "bench", "Asynq queue (its keys are deleted at start and end)")
 	f.BoolVar(&cfg.Naive, "naive", false, "replace webhookd's ingest with the naive one (one INSERT and one Enqueue per request)")
+	f.BoolVar(&cfg.NoWorker, "no-worker", false, "run without the worker: acks measured with no deliveries competing for the CPU (no end-to-end figures, no sink check)")
 	f.IntVar(&cfg.NaivePool, "naive-pool", 32, "the naive ingest's Postgres pool size")
 	f.Int64Var(&cfg.Preload, "preload", 0, "insert this many events with COPY before sending (growth curve)")
 	f.BoolVar(&keepDB, "keep-db", false, "keep the bench database at the end")
@@ -141,8 +142,8 @@ With --target it sends to a running gateway, signing as the config's
 	return cmd
 }
 
-// benchStart runs webhookd (the gateway when env.Gateway, and the worker)
-// in this process with a config generated from env.
+// benchStart runs webhookd (the gateway when env.Gateway, the worker when
+// env.Worker) in this process with a config generated from env.
 func benchStart(ctx context.Context, env loadgen.Env) (string, func() error, error) {
 	v := env.Source.Verify
 	cfg := &config{
@@ -168,7 +169,7 @@ func benchStart(ctx context.Context, env loadgen.Env) (string, func() error, err
 	addrs := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(runCtx, cfg, roles{gateway: env.Gateway, worker: true}, env.Log, func(a net.Addr) { addrs <- a })
+		done <- run(runCtx, cfg, roles{gateway: env.Gateway, worker: env.Worker}, env.Log, func(a net.Addr) { addrs <- a })
 	}()
 	select {
 	case a := <-addrs:

@@ -81,6 +81,8 @@ type Env struct {
 	// Gateway is false in naive mode: start only the worker side
 	// (claim, forward, sweep); the naive ingest replaces the gateway.
 	Gateway bool
+	// Worker is false with Config.NoWorker: nothing drains the queue.
+	Worker bool
 	// Log receives the process's logs.
 	Log *slog.Logger
 }
@@ -138,6 +140,12 @@ type Config struct {
 	// SinkURL, with Target, is a running sink whose GET /stats is read
 	// for the end-to-end figures and the check.
 	SinkURL string
+
+	// NoWorker starts the system under test without its worker, so the
+	// acks are measured without deliveries competing for the CPU. Nothing
+	// is delivered: the end-to-end figures and the sink checks are
+	// skipped.
+	NoWorker bool
 
 	// Naive replaces webhookd's ingest with NaiveServer.
 	Naive bool
@@ -212,6 +220,8 @@ func (c Config) Validate() error {
 		return errors.New("loadgen: Rate must not be negative")
 	case c.Preload < 0:
 		return errors.New("loadgen: Preload must not be negative")
+	case c.Target != "" && c.NoWorker:
+		return errors.New("loadgen: NoWorker needs the in-process server, not Target")
 	case c.Naive && c.Start == nil:
 		return errors.New("loadgen: Naive needs Start for the worker side")
 	}

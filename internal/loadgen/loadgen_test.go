@@ -45,11 +45,14 @@ func startProduct(t *testing.T) StartFunc {
 		client := asynq.NewClientFromRedisClient(rdb)
 		routes := jobs.Routes{env.Source.Name: {env.Source.Destination: jobs.Destination{Name: env.Source.Destination, URL: env.SinkURL}}}
 		enq := jobs.NewEnqueuer(client, env.Queue, routes)
-		worker := jobs.NewServer(rdb, jobs.NewHandler(store, jobs.HandlerConfig{Routes: routes, Logger: env.Log}),
-			jobs.ServerConfig{Queue: env.Queue, Logger: env.Log})
-		if err := worker.Start(); err != nil {
-			pool.Close()
-			return "", nil, err
+		var worker *jobs.Server
+		if env.Worker {
+			worker = jobs.NewServer(rdb, jobs.NewHandler(store, jobs.HandlerConfig{Routes: routes, Logger: env.Log}),
+				jobs.ServerConfig{Queue: env.Queue, Logger: env.Log})
+			if err := worker.Start(); err != nil {
+				pool.Close()
+				return "", nil, err
+			}
 		}
 		bg, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
@@ -87,7 +90,9 @@ func startProduct(t *testing.T) StartFunc {
 			}
 			cancel()
 			wg.Wait()
-			worker.Shutdown()
+			if worker != nil {
+				worker.Shutdown()
+			}
 			_ = rdb.Close()
 			pool.Close()
 			return err
@@ -107,10 +112,12 @@ func TestRun(t *testing.T) {
 		givenRate  float64
 		givenDups  float64
 		givenPre   int64
+		givenNoWkr bool
 	}{
 		{name: "webhookd open loop with duplicates", givenRate: 100, givenDups: 0.3},
 		{name: "webhookd closed loop after a preload", givenDups: 0.5, givenPre: 500},
 		{name: "naive closed loop", givenNaive: true, givenDups: 0.2},
+		{name: "webhookd without worker", givenNoWkr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -129,6 +136,7 @@ func TestRun(t *testing.T) {
 				Queue:        rdb.Queue,
 				Naive:        tc.givenNaive,
 				Preload:      tc.givenPre,
+				NoWorker:     tc.givenNoWkr,
 				DrainTimeout: time.Minute,
 				Log:          log,
 			})
@@ -138,6 +146,13 @@ func TestRun(t *testing.T) {
 			c := rep.Check
 			if !c.Passed {
 				t.Fatalf("exactly-once check failed: %v", c.Problems)
+			}
+			if tc.givenNoWkr {
+				if rep.EndToEnd.Measured || len(c.Skipped) != 1 || c.NewRows != c.DistinctSent {
+					t.Errorf("without worker: end to end %+v, skipped %v, new rows %d of %d sent",
+						rep.EndToEnd, c.Skipped, c.NewRows, c.DistinctSent)
+				}
+				return
 			}
 			if len(c.Skipped) > 0 {
 				t.Errorf("checks skipped in-process: %v", c.Skipped)

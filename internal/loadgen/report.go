@@ -13,7 +13,8 @@ import (
 // phase; latencies are in milliseconds.
 type Report struct {
 	// Mode is "webhookd" (in-process), "naive" (NaiveServer in-process)
-	// or "target" (a running gateway).
+	// or "target" (a running gateway), with " (no worker)" appended under
+	// Config.NoWorker.
 	Mode string `json:"mode"`
 	// Loop is "closed" (Concurrency in flight) or "open" (Rate per second).
 	Loop        string  `json:"loop"`
@@ -88,6 +89,13 @@ type EndToEnd struct {
 	// Drained is false when the sink did not see every expected key
 	// within the drain timeout.
 	Drained bool `json:"drained"`
+	// When sending stopped: OutboxBacklog counts events whose hand-off to
+	// the queue was still pending (-1 unknown); QueuePending and
+	// QueueActive are the Asynq queue's pending and active tasks (-1
+	// unknown). They show which side of the queue the drain waited on.
+	OutboxBacklog int64 `json:"outbox_backlog"`
+	QueuePending  int64 `json:"queue_pending"`
+	QueueActive   int64 `json:"queue_active"`
 }
 
 // CPU is CPU time per acknowledged event over the sending phase, from
@@ -188,8 +196,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		if !e.Drained {
 			b.WriteString(" (NOT DRAINED within the timeout)")
 		}
+		fmt.Fprintf(&b, "\n              when sending stopped: outbox backlog %d, queue pending %d, active %d", e.OutboxBacklog, e.QueuePending, e.QueueActive)
 	} else {
-		b.WriteString("\nend to end    not measured (no sink)")
+		b.WriteString("\nend to end    not measured (no sink or no worker)")
 	}
 	fmt.Fprintf(&b, "\ncpu per ack   machine %.0f µs (machine %.0f%% busy), process %.0f µs (%.2f cores)",
 		r.CPU.MachineMicrosPerAck, r.CPU.MachineBusyPercent, r.CPU.ProcessMicrosPerAck, r.CPU.ProcessCores)

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -54,6 +55,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	case cfg.Naive:
 		rep.Mode = "naive"
 		rep.NaivePool = cfg.NaivePool
+	}
+	if cfg.NoWorker {
+		rep.Mode += " (no worker)"
 	}
 	if cfg.Rate > 0 {
 		rep.Loop = "open"
@@ -93,7 +97,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		sinkSrv := &http.Server{Handler: snk, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = sinkSrv.Serve(l) }()
 		defer sinkSrv.Close()
-		sv = localSink{snk}
+		if !cfg.NoWorker {
+			sv = localSink{snk}
+		}
 		sinkURL := "http://" + l.Addr().String() + "/hook"
 
 		if cfg.Preload > 0 {
@@ -103,7 +109,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 
 		env := Env{DatabaseURL: cfg.DatabaseURL, RedisURL: cfg.RedisURL, Queue: cfg.Queue, Source: src,
-			SinkURL: sinkURL, Gateway: !cfg.Naive, Log: cfg.Log}
+			SinkURL: sinkURL, Gateway: !cfg.Naive, Worker: !cfg.NoWorker, Log: cfg.Log}
 		base, stop, err := cfg.Start(ctx, env)
 		if err != nil {
 			return nil, fmt.Errorf("error starting webhookd: %w", err)
@@ -182,6 +188,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	cpu1 := readCPU()
 	procs1 := readProcs(database)
+	backlog, pending, active := queueState(ctx, pool, cfg)
 	rep.PeakRSSMiB = float64(peakRSS()) / (1 << 20)
 	rep.LoadAfter = loadAverage()
 	if err := ctx.Err(); err != nil {
@@ -261,9 +268,32 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if sv != nil {
 		rep.EndToEnd = drain(ctx, sv, baseSink, expected, start, end, cfg.DrainTimeout, cfg.Progress)
+		rep.EndToEnd.OutboxBacklog, rep.EndToEnd.QueuePending, rep.EndToEnd.QueueActive = backlog, pending, active
 	}
 	check(ctx, &rep.Check, pool, sv, baseSink, b, src, newRows)
 	return rep, nil
+}
+
+// queueState reads the outbox backlog and the queue's pending and active
+// tasks; -1 for what cannot be read.
+func queueState(ctx context.Context, pool *pgxpool.Pool, cfg Config) (backlog, pending, active int64) {
+	backlog, pending, active = -1, -1, -1
+	if pool != nil {
+		_ = pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE enqueued_at IS NULL`).Scan(&backlog)
+	}
+	if cfg.Target != "" {
+		return backlog, pending, active
+	}
+	opt, err := asynq.ParseRedisURI(cfg.RedisURL)
+	if err != nil {
+		return backlog, pending, active
+	}
+	in := asynq.NewInspector(opt)
+	defer in.Close()
+	if qi, err := in.GetQueueInfo(cfg.Queue); err == nil {
+		pending, active = int64(qi.Pending), int64(qi.Active)
+	}
+	return backlog, pending, active
 }
 
 func openPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
@@ -412,7 +442,7 @@ func check(ctx context.Context, c *Check, pool *pgxpool.Pool, sv sinkView, baseS
 		}
 	}
 	if sv == nil {
-		c.Skipped = append(c.Skipped, "sink (none to read)")
+		c.Skipped = append(c.Skipped, "sink (none to read, or no worker)")
 	} else if st, err := sv.stats(ctx); err != nil {
 		c.fail("could not read the sink: %v", err)
 	} else {
