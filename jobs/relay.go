@@ -27,7 +27,9 @@ type RelayConfig struct {
 	// BatchSize caps the events handled per scan or per fast-path batch.
 	// Defaults to 500.
 	BatchSize int
-	// Workers is the number of fast-path goroutines. Defaults to 8.
+	// Workers is how many enqueues run at once within a batch. One
+	// goroutine collects batches, so they grow under load and are marked
+	// enqueued in one statement each. Defaults to 4.
 	Workers int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -50,7 +52,7 @@ func (c RelayConfig) WithDefaults() RelayConfig {
 		c.BatchSize = 500
 	}
 	if c.Workers <= 0 {
-		c.Workers = 8
+		c.Workers = 4
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -95,16 +97,13 @@ func (r *Relay) Notify(source, eventID string) {
 // Run runs the fast path and the scan until ctx ends, then hands what the
 // fast path still holds to the queue within a short grace period.
 func (r *Relay) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	for range r.cfg.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.fastPath(ctx)
-		}()
-	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.fastPath(ctx)
+	}()
 	r.scanLoop(ctx)
-	wg.Wait()
+	<-done
 }
 
 func (r *Relay) fastPath(ctx context.Context) {
@@ -164,9 +163,38 @@ func (r *Relay) handOff(ctx context.Context, batch []dedupe.EventRef) {
 	}
 }
 
-// enqueueAll enqueues every destination's task of each event and returns
-// the events whose tasks are all queued.
+// enqueueAll enqueues every destination's task of each event, Workers at
+// a time, and returns the events whose tasks are all queued.
 func (r *Relay) enqueueAll(ctx context.Context, refs []dedupe.EventRef) []dedupe.EventRef {
+	n := min(r.cfg.Workers, len(refs))
+	if n <= 1 {
+		return r.enqueueChunk(ctx, refs)
+	}
+	size := (len(refs) + n - 1) / n
+	chunks := make([][]dedupe.EventRef, n)
+	var wg sync.WaitGroup
+	for w := range n {
+		lo, hi := w*size, min((w+1)*size, len(refs))
+		if lo >= hi {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			chunks[w] = r.enqueueChunk(ctx, refs[lo:hi])
+		}()
+	}
+	wg.Wait()
+	done := make([]dedupe.EventRef, 0, len(refs))
+	for _, c := range chunks {
+		done = append(done, c...)
+	}
+	return done
+}
+
+// enqueueChunk enqueues refs one after the other, stopping at the first
+// failure (Redis is likely down: the scan retries the rest).
+func (r *Relay) enqueueChunk(ctx context.Context, refs []dedupe.EventRef) []dedupe.EventRef {
 	done := make([]dedupe.EventRef, 0, len(refs))
 	for i, ref := range refs {
 		err := r.enqueuer.EnqueueEvent(ctx, ref.Source, ref.ExternalID)
@@ -183,7 +211,7 @@ func (r *Relay) enqueueAll(ctx context.Context, refs []dedupe.EventRef) []dedupe
 			r.cfg.Logger.WarnContext(ctx, "hand-off to the queue failed; the relay will retry",
 				slog.String("source", ref.Source), slog.String("event_id", ref.ExternalID),
 				slog.Int("left", len(refs)-i), slog.String("error", err.Error()))
-			return done // Redis is likely down: leave the rest to the scan
+			return done
 		}
 		done = append(done, ref)
 	}

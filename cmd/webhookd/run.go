@@ -130,7 +130,10 @@ func run(ctx context.Context, cfg *config, r roles, log *slog.Logger, ready func
 			}
 		}
 		gwCfg.Sources = sources
-		batcher = dedupe.NewBatcher(pool, dedupe.BatcherConfig{})
+		// Two statements in flight: batches grow large (fewer commits, less
+		// Postgres CPU per event) and one slow statement does not stall
+		// every request. See docs/performance.md.
+		batcher = dedupe.NewBatcher(pool, dedupe.BatcherConfig{MaxInFlight: 2})
 		relay = jobs.NewRelay(store, enqueuer, jobs.RelayConfig{
 			Interval:  cfg.Worker.RelayEvery.std(),
 			MinAge:    cfg.Worker.RelayMinAge.std(),
