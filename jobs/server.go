@@ -14,7 +14,9 @@ import (
 type ServerConfig struct {
 	// Queue is the Asynq queue to work. Defaults to DefaultQueue.
 	Queue string
-	// Concurrency is the number of tasks run at once. Defaults to 32.
+	// Concurrency is the number of tasks run at once. Defaults to 128:
+	// a task mostly waits (on Redis, Postgres, the destination), and more
+	// of them in flight make larger claim and outcome batches.
 	Concurrency int
 	// ShutdownTimeout bounds the wait for running tasks at shutdown.
 	// Defaults to 20s.
@@ -38,7 +40,7 @@ func NewServer(rdb redis.UniversalClient, h *Handler, cfg ServerConfig) *Server 
 		cfg.Queue = DefaultQueue
 	}
 	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 32
+		cfg.Concurrency = 128
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 20 * time.Second
