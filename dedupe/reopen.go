@@ -9,8 +9,8 @@ import (
 // reopenUnfinishedSQL puts events back in the outbox (enqueued_at = NULL) when they
 // were handed to the queue but fewer of their destinations than the
 // source has reached a final status (done, skipped_stale, dead, or failed
-// permanently). It works on up to $4 events received after $3, oldest
-// first, starting after the cursor ($5, $6).
+// permanently). It works on up to $4 events received between $3 and $8,
+// oldest first, starting after the cursor ($7, $5, $6).
 const reopenUnfinishedSQL = `
 WITH dests AS (
     SELECT * FROM unnest($1::text[], $2::int[]) AS d(source, n)
@@ -18,7 +18,7 @@ WITH dests AS (
     SELECT e.source, e.external_id, e.received_at
     FROM events e
     JOIN dests d ON d.source = e.source
-    WHERE e.received_at >= $3
+    WHERE e.received_at >= $3 AND e.received_at < $8
       AND (e.received_at, e.source, e.external_id) > ($7, $5, $6)
       AND e.enqueued_at IS NOT NULL
     ORDER BY e.received_at, e.source, e.external_id
@@ -38,13 +38,13 @@ SELECT (SELECT count(*) FROM reopened),
 FROM (SELECT * FROM candidates ORDER BY received_at DESC, source DESC, external_id DESC LIMIT 1) last`
 
 // ReopenUnfinished returns to the relay's outbox every event received
-// since the given time whose jobs were handed to the queue but have not
+// between since and until whose jobs were handed to the queue but have not
 // all finished, so they are enqueued again. It is what recovers from a
 // queue that lost its data (a Redis restart without persistence): the
 // job keys make the second enqueue harmless for jobs that still exist.
 // destinations gives each source's number of destinations. It works in
 // batches of batchSize and returns how many events it reopened.
-func (s *Store) ReopenUnfinished(ctx context.Context, since time.Time, destinations map[string]int, batchSize int) (int, error) {
+func (s *Store) ReopenUnfinished(ctx context.Context, since, until time.Time, destinations map[string]int, batchSize int) (int, error) {
 	sources := make([]string, 0, len(destinations))
 	counts := make([]int32, 0, len(destinations))
 	for src, n := range destinations {
@@ -61,7 +61,7 @@ func (s *Store) ReopenUnfinished(ctx context.Context, since time.Time, destinati
 		var reopened, seen int
 		var lastAt *time.Time
 		var lastSrc, lastID *string
-		err := s.pool.QueryRow(ctx, reopenUnfinishedSQL, sources, counts, since, batchSize, cursorSrc, cursorID, cursorAt).
+		err := s.pool.QueryRow(ctx, reopenUnfinishedSQL, sources, counts, since, batchSize, cursorSrc, cursorID, cursorAt, until).
 			Scan(&reopened, &seen, &lastAt, &lastSrc, &lastID)
 		if err != nil {
 			if translate(err) == ErrNotFound { // no candidates left

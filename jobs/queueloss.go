@@ -13,7 +13,7 @@ import (
 
 // reopenStore is what the queue-loss check needs from dedupe.Store.
 type reopenStore interface {
-	ReopenUnfinished(ctx context.Context, since time.Time, destinations map[string]int, batchSize int) (int, error)
+	ReopenUnfinished(ctx context.Context, since, until time.Time, destinations map[string]int, batchSize int) (int, error)
 }
 
 // QueueLossCheck notices when Redis has lost the queue's data (a restart
@@ -68,7 +68,10 @@ func (q *QueueLossCheck) Check(ctx context.Context) (int, error) {
 	}
 	q.log.WarnContext(ctx, "queue marker missing: Redis is new or lost its data; re-enqueuing unfinished events",
 		slog.Duration("lookback", q.lookback))
-	reopened, err := q.store.ReopenUnfinished(ctx, time.Now().Add(-q.lookback), q.dests, 1000)
+	// Events received from now on are handed off as usual; only those
+	// before the loss are in doubt.
+	now := time.Now()
+	reopened, err := q.store.ReopenUnfinished(ctx, now.Add(-q.lookback), now, q.dests, 1000)
 	if err != nil {
 		// Let the next check try again.
 		_ = q.rdb.Del(context.WithoutCancel(ctx), q.key).Err()
