@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,21 +13,14 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/internal/logtest"
 	"github.com/webhookd/webhookd/internal/pgtest"
 	"github.com/webhookd/webhookd/internal/redistest"
 	"github.com/webhookd/webhookd/jobs"
 )
 
-// tWriter routes log lines to t.Log so parallel output stays attributable.
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return logtest.New(t, slog.LevelDebug)
 }
 
 func testCtx(t *testing.T) context.Context {

@@ -13,11 +13,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/webhookd/webhookd/gateway/verify"
+	"github.com/webhookd/webhookd/internal/logtest"
 	"github.com/webhookd/webhookd/internal/pgtest"
 	"github.com/webhookd/webhookd/internal/pipelinetest"
 	"github.com/webhookd/webhookd/internal/redistest"
@@ -26,27 +26,7 @@ import (
 
 const e2eSecret = "whsec_e2e_admin_test_secret"
 
-// syncBuffer collects a process's JSON log lines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// startProcess runs a whole webhookd process (gateway and worker) in the
-// test, logging into the returned buffer, and returns its base URL.
-func startProcess(t *testing.T, token string) (string, *config, *pgtest.Schema, *sink.Sink, *syncBuffer) {
+func startProcess(t *testing.T, token string) (string, *config, *pgtest.Schema, *sink.Sink, *logtest.Buffer) {
 	t.Helper()
 	schema := pgtest.New(t)
 	rdb := redistest.New(t)
@@ -76,7 +56,7 @@ sources:
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan net.Addr, 1)

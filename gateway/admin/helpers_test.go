@@ -1,8 +1,6 @@
 package admin_test
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -18,6 +16,7 @@ import (
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/gateway/admin"
+	"github.com/webhookd/webhookd/internal/logtest"
 	"github.com/webhookd/webhookd/internal/pipelinetest"
 	"github.com/webhookd/webhookd/jobs"
 )
@@ -65,36 +64,6 @@ func (d *destination) total() int {
 	return len(d.keys)
 }
 
-// logBuffer collects JSON log lines for parsing.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// lines returns every line that parses as a JSON object.
-func (l *logBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(l.buf.Bytes()))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Errorf("log line is not JSON: %s", sc.Text())
-			continue
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 // bundle is one test's pipeline with the admin surface on its own server.
 type bundle struct {
 	p     *pipelinetest.Pipeline
@@ -102,7 +71,7 @@ type bundle struct {
 	admin *admin.Admin
 	srv   *httptest.Server
 	gw    *gateway.Server
-	logs  *logBuffer
+	logs  *logtest.Buffer
 	token string
 }
 
@@ -122,7 +91,7 @@ func setup(t *testing.T, o options) *bundle {
 		Destinations: map[string]string{destName: ds.URL},
 		MaxAttempts:  o.maxAttempts,
 	})
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	gw := gateway.New(gateway.Config{Registry: prometheus.NewRegistry(), Logger: log}, nil, nil)
 	adm := admin.New(p.Store, p.Store, jobs.NewRequeuer(p.Redis.Client, p.Enqueuer), admin.Config{
@@ -137,7 +106,7 @@ func setup(t *testing.T, o options) *bundle {
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("admin logs:\n%s", logs.buf.String())
+			t.Logf("admin logs:\n%s", logs.String())
 		}
 	})
 	return &bundle{p: p, dest: dest, admin: adm, srv: srv, gw: gw, logs: logs, token: o.token}

@@ -105,7 +105,7 @@ func TestReplayForceStartsARecordedGeneration(t *testing.T) {
 
 	// The audit line names who, why, the key and the generation.
 	var audit map[string]any
-	for _, l := range b.logs.lines(t) {
+	for _, l := range b.logs.Lines(t) {
 		if strings.Contains(l["msg"].(string), "forced replay recorded") {
 			audit = l
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
+	"github.com/webhookd/webhookd/internal/logtest"
 	"github.com/webhookd/webhookd/internal/pgtest"
 	"github.com/webhookd/webhookd/internal/redistest"
 	"github.com/webhookd/webhookd/jobs"
@@ -123,7 +124,7 @@ func TestRun(t *testing.T) {
 			t.Parallel()
 			schema := pgtest.New(t)
 			rdb := redistest.New(t)
-			log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			log := slog.New(slog.NewTextHandler(logtest.Writer{TB: t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			rep, err := Run(t.Context(), Config{
 				Start:        startProduct(t),
 				Concurrency:  4,
@@ -231,14 +232,6 @@ func TestBook(t *testing.T) {
 	if got := makeBody("evt_1", 1, 1024); len(got) != 1024 {
 		t.Errorf("body of %d bytes, want 1024", len(got))
 	}
-}
-
-// tWriter routes log lines to t.Log.
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
 }
 
 type testBuffer []byte

@@ -20,6 +20,7 @@ import (
 	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
+	"github.com/webhookd/webhookd/internal/logtest"
 	"github.com/webhookd/webhookd/internal/pgtest"
 	"github.com/webhookd/webhookd/internal/redistest"
 	"github.com/webhookd/webhookd/jobs"
@@ -100,7 +101,7 @@ func Start(t testing.TB, opts Options) *Pipeline {
 	if opts.Lease == 0 {
 		opts.Lease = 30 * time.Second
 	}
-	log := slog.New(slog.NewJSONHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := logtest.New(t, slog.LevelInfo)
 	ctx, cancel := context.WithCancel(context.Background())
 
 	store := dedupe.New(opts.Schema.Pool)
@@ -244,12 +245,4 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// testWriter sends log lines to t.Log.
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(bytes.TrimRight(p, "\n")))
-	return len(p), nil
 }

@@ -10,7 +10,6 @@
 package proctest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +27,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webhookd/webhookd/internal/logtest"
 )
 
 // Package is the import path of the webhookd command.
@@ -131,24 +132,6 @@ func WriteConfig(tb testing.TB, yaml string) string {
 	return path
 }
 
-// logBuffer collects a process's output safely across goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // Process is a running subprocess whose output is kept for the test.
 type Process struct {
 	// Name labels the process in the test log.
@@ -158,7 +141,7 @@ type Process struct {
 
 	tb   testing.TB
 	cmd  *exec.Cmd
-	logs *logBuffer
+	logs *logtest.Buffer
 	done chan struct{}
 	err  error // set when done closes
 }
@@ -186,7 +169,7 @@ func StartProcess(tb testing.TB, name, bin string, args []string, env ...string)
 		}
 	}
 	cmd.Env = append(base, env...)
-	p := &Process{Name: name, tb: tb, cmd: cmd, logs: &logBuffer{}, done: make(chan struct{})}
+	p := &Process{Name: name, tb: tb, cmd: cmd, logs: &logtest.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("error starting %s (%s): %v", name, bin, err)
