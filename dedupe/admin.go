@@ -20,7 +20,7 @@ var ErrBadCursor = errors.New("invalid cursor")
 type EventFilter struct {
 	// Source keeps events of this source only.
 	Source string
-	// State keeps events in this state (see [EventState]): received,
+	// State keeps events in this state (see webhookd_event_state): received,
 	// queued, running, done, failed, dead or skipped_stale.
 	State string
 	// Since keeps events first received at or after this time.
@@ -66,37 +66,18 @@ type EventPage struct {
 	Next string
 }
 
-// eventStateSQL computes each event's state the way [EventState] does,
-// from the latest run (highest generation) of each destination: a forced
-// replay that succeeded makes the event done even though the run it
-// replaced failed. $1 and $2 give the destination count per source.
-const eventStateSQL = `
+// eventStateSQL lists events with their state, from the latest run
+// (highest generation) of each destination: a forced replay that
+// succeeded makes the event done even though the run it replaced failed.
+// $1 and $2 give the destination count per source.
+var eventStateSQL = `
 WITH dests AS (SELECT * FROM unnest($1::text[], $2::int[]) AS d(source, n))
 SELECT e.source, e.external_id, e.received_at, e.last_received_at, e.deliveries, e.content_type,
-       length(e.payload), e.enqueued_at, COALESCE(s.statuses, '{}'),
-       CASE
-           WHEN e.enqueued_at IS NULL AND s.n = 0 THEN 'received'
-           WHEN s.dead THEN 'dead'
-           WHEN s.failed THEN 'failed'
-           WHEN s.running THEN 'running'
-           WHEN s.n = 0 OR s.n < COALESCE((SELECT d.n FROM dests d WHERE d.source = e.source), 1) THEN 'queued'
-           WHEN s.skipped AND NOT s.done THEN 'skipped_stale'
-           ELSE 'done'
-       END AS state
+       length(e.payload), e.enqueued_at, st.statuses,
+       webhookd_event_state(e.enqueued_at IS NOT NULL, st.statuses,
+                            COALESCE((SELECT d.n FROM dests d WHERE d.source = e.source), 1)) AS state
 FROM events e
-CROSS JOIN LATERAL (
-    SELECT count(*) AS n,
-           COALESCE(bool_or(l.status = 'dead'), false) AS dead,
-           COALESCE(bool_or(l.status = 'failed'), false) AS failed,
-           COALESCE(bool_or(l.status = 'running'), false) AS running,
-           COALESCE(bool_or(l.status = 'skipped_stale'), false) AS skipped,
-           COALESCE(bool_or(l.status = 'done'), false) AS done,
-           array_agg(l.status ORDER BY l.destination) AS statuses
-    FROM (SELECT DISTINCT ON (r.destination) r.destination, r.status
-          FROM job_runs r
-          WHERE r.source = e.source AND r.external_id = e.external_id
-          ORDER BY r.destination, r.generation DESC) l
-) s
+CROSS JOIN LATERAL (SELECT ` + latestRunStatusesSQL("e.source", "e.external_id") + ` AS statuses) st
 WHERE ($3::text = '' OR e.source = $3)
   AND ($4::timestamptz IS NULL OR e.received_at >= $4)
   AND ($5::timestamptz IS NULL OR e.received_at < $5)`
@@ -104,7 +85,7 @@ WHERE ($3::text = '' OR e.source = $3)
 // listEventsSQL pages through eventStateSQL newest first; $7..$9 is the
 // keyset cursor (received_at, source, external_id) of the previous page's
 // last row.
-const listEventsSQL = `
+var listEventsSQL = `
 SELECT * FROM (` + eventStateSQL + `
   AND ($7::timestamptz IS NULL OR (e.received_at, e.source, e.external_id) < ($7, $8, $9))
 ) x
@@ -113,7 +94,7 @@ ORDER BY x.received_at DESC, x.source DESC, x.external_id DESC
 LIMIT $10`
 
 // countEventsSQL counts what eventStateSQL selects.
-const countEventsSQL = `
+var countEventsSQL = `
 SELECT count(*) FROM (` + eventStateSQL + `) x
 WHERE ($6::text = '' OR x.state = $6)`
 
@@ -340,7 +321,7 @@ func (s *Store) GetEvent(ctx context.Context, source, externalID string, destina
 }
 
 // eventSummarySQL is eventStateSQL for one event.
-const eventSummarySQL = eventStateSQL + `
+var eventSummarySQL = eventStateSQL + `
   AND e.external_id = $6`
 
 func (s *Store) eventSummary(ctx context.Context, source, externalID string, destinations int) (EventSummary, error) {

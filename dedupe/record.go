@@ -20,6 +20,9 @@ type Event struct {
 	// OrderEntity and OrderVersion are set when the source orders events
 	// of one entity; both empty otherwise.
 	OrderEntity, OrderVersion string
+	// Destinations is the number of destinations of the source, for the
+	// state a repeat reports. 0 counts as 1.
+	Destinations int
 }
 
 // Recorded is what recording one delivery found.
@@ -31,32 +34,74 @@ type Recorded struct {
 	// Pending is true while the event's hand-off to the queue has not been
 	// confirmed.
 	Pending bool
-	// RunStatuses lists the statuses of the event's job runs; empty for a
-	// first delivery.
-	RunStatuses []string
+	// State is the event's state (see webhookd_event_state in the
+	// migrations) for a repeat; empty for a first delivery.
+	State string
 }
 
 type eventKey struct{ source, externalID string }
 
+// eventColumns holds events column by column, the shape the unnest-based
+// statements take.
+type eventColumns struct {
+	sources, externalIDs, contentTypes, headers, entities, versions []string
+	payloads                                                        [][]byte
+	// copies counts each event's copies (RecordBatch); destinations is the
+	// number of destinations of its source.
+	copies, destinations []int32
+}
+
+func (c *eventColumns) add(ev *Event) {
+	h := ev.Headers
+	if len(h) == 0 {
+		h = []byte("{}")
+	}
+	c.sources = append(c.sources, ev.Source)
+	c.externalIDs = append(c.externalIDs, ev.ExternalID)
+	c.contentTypes = append(c.contentTypes, ev.ContentType)
+	c.headers = append(c.headers, string(h))
+	c.payloads = append(c.payloads, ev.Payload)
+	c.entities = append(c.entities, ev.OrderEntity)
+	c.versions = append(c.versions, ev.OrderVersion)
+	c.copies = append(c.copies, 1)
+	c.destinations = append(c.destinations, int32(ev.Destinations))
+}
+
+// args returns the columns as $1..$9 of eventsInputSQL.
+func (c *eventColumns) args() []any {
+	return []any{c.sources, c.externalIDs, c.copies, c.contentTypes, c.headers, c.payloads,
+		c.entities, c.versions, c.destinations}
+}
+
+// eventsInputSQL is the input rows of the event statements. They insert
+// them ORDER BY s, x: one lock order for every statement, so concurrent
+// batches (and imports) never deadlock.
+const eventsInputSQL = `
+input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bytea[],
+                         $7::text[], $8::text[], $9::int[])
+        AS u(s, x, d, ct, h, p, oe, ov, n)
+)`
+
 // recordSQL inserts many events at once. A repeat adds the number of
-// copies in this statement to the delivery count. RETURNING reports, per
-// row, whether it was inserted (xmax = 0), whether its hand-off is pending,
-// and for repeats the statuses of its runs.
-const recordSQL = `
-INSERT INTO events AS e
-    (source, external_id, deliveries, content_type, headers, payload, order_entity, order_version)
-SELECT s, x, d, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, '')
-FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::text[])
-    AS u(s, x, d, ct, h, p, oe, ov)
-ORDER BY s, x -- one lock order for every statement: concurrent batches never deadlock
-ON CONFLICT (source, external_id) DO UPDATE
-    SET deliveries = e.deliveries + EXCLUDED.deliveries,
-        last_received_at = now()
-RETURNING e.source, e.external_id, e.deliveries, e.xmax = 0, e.enqueued_at IS NULL,
-    CASE WHEN e.xmax = 0 THEN NULL ELSE
-        (SELECT array_agg(r.status ORDER BY r.key) FROM job_runs r
-         WHERE r.source = e.source AND r.external_id = e.external_id)
-    END`
+// copies in this statement to the delivery count. It reports, per row,
+// whether it was inserted (xmax = 0), whether its hand-off is pending,
+// and for repeats the event's state.
+var recordSQL = `
+WITH ` + eventsInputSQL + `, recorded AS (
+    INSERT INTO events AS e
+        (source, external_id, deliveries, content_type, headers, payload, order_entity, order_version)
+    SELECT s, x, d, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, '') FROM input ORDER BY s, x
+    ON CONFLICT (source, external_id) DO UPDATE
+        SET deliveries = e.deliveries + EXCLUDED.deliveries,
+            last_received_at = now()
+    RETURNING e.source, e.external_id, e.deliveries, e.xmax = 0 AS inserted, e.enqueued_at IS NOT NULL AS handed_off
+)
+SELECT r.source, r.external_id, r.deliveries, r.inserted, NOT r.handed_off,
+       CASE WHEN r.inserted THEN '' ELSE
+           webhookd_event_state(r.handed_off, ` + latestRunStatusesSQL("r.source", "r.external_id") + `, i.n)
+       END
+FROM recorded r JOIN input i ON i.s = r.source AND i.x = r.external_id`
 
 // RecordBatch records events in one statement and returns one result per
 // event, in order. Copies of one event within the batch are answered as if
@@ -65,56 +110,34 @@ RETURNING e.source, e.external_id, e.deliveries, e.xmax = 0, e.enqueued_at IS NU
 func RecordBatch(ctx context.Context, db DB, events []Event) ([]Recorded, error) {
 	n := len(events)
 	index := make(map[eventKey]int, n)
-	unique := make([]int, 0, n) // position in events of each distinct key
-	slot := make([]int, n)      // distinct key index of each event
-	var (
-		sources     = make([]string, 0, n)
-		externalIDs = make([]string, 0, n)
-		copies      = make([]int32, 0, n)
-		contentType = make([]string, 0, n)
-		headers     = make([]string, 0, n)
-		payloads    = make([][]byte, 0, n)
-		entities    = make([]string, 0, n)
-		versions    = make([]string, 0, n)
-	)
+	slot := make([]int, n) // distinct key index of each event
+	var cols eventColumns
 	for i := range events {
 		ev := &events[i]
 		k := eventKey{ev.Source, ev.ExternalID}
 		if u, ok := index[k]; ok {
 			slot[i] = u
-			copies[u]++
+			cols.copies[u]++
 			continue
 		}
-		u := len(unique)
+		u := len(cols.sources)
 		index[k] = u
 		slot[i] = u
-		unique = append(unique, i)
-		sources = append(sources, ev.Source)
-		externalIDs = append(externalIDs, ev.ExternalID)
-		copies = append(copies, 1)
-		contentType = append(contentType, ev.ContentType)
-		h := ev.Headers
-		if len(h) == 0 {
-			h = []byte("{}")
-		}
-		headers = append(headers, string(h))
-		payloads = append(payloads, ev.Payload)
-		entities = append(entities, ev.OrderEntity)
-		versions = append(versions, ev.OrderVersion)
+		cols.add(ev)
 	}
 
-	rows, err := db.Query(ctx, recordSQL, sources, externalIDs, copies, contentType, headers, payloads, entities, versions)
+	rows, err := db.Query(ctx, recordSQL, cols.args()...)
 	if err != nil {
 		return nil, fmt.Errorf("error recording events: %w", err)
 	}
-	perKey := make([]Recorded, len(unique))
+	perKey := make([]Recorded, len(cols.sources))
 	seen := 0
 	for rows.Next() {
 		var (
 			k   eventKey
 			rec Recorded
 		)
-		if err := rows.Scan(&k.source, &k.externalID, &rec.Deliveries, &rec.Inserted, &rec.Pending, &rec.RunStatuses); err != nil {
+		if err := rows.Scan(&k.source, &k.externalID, &rec.Deliveries, &rec.Inserted, &rec.Pending, &rec.State); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("error reading recorded events: %w", err)
 		}
@@ -129,19 +152,19 @@ func RecordBatch(ctx context.Context, db DB, events []Event) ([]Recorded, error)
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("error recording events: %w", err)
 	}
-	if seen != len(unique) {
-		return nil, fmt.Errorf("error recording events: %d rows returned for %d events", seen, len(unique))
+	if seen != len(perKey) {
+		return nil, fmt.Errorf("error recording events: %d rows returned for %d events", seen, len(perKey))
 	}
 
 	// Spread each key's result over its copies, in arrival order.
 	results := make([]Recorded, n)
-	nth := make([]int, len(unique))
+	nth := make([]int, len(perKey))
 	for i := range events {
 		u := slot[i]
 		rec := perKey[u]
 		j := nth[u]
 		nth[u]++
-		first := rec.Deliveries - int(copies[u]) + 1 // delivery number of the first copy
+		first := rec.Deliveries - int(cols.copies[u]) + 1 // delivery number of the first copy
 		r := rec
 		r.Deliveries = first + j
 		r.Inserted = rec.Inserted && j == 0

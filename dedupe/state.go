@@ -8,47 +8,18 @@ const (
 	StateQueued = "queued"
 )
 
-// EventState summarises an event from its runs: received while the
-// hand-off is pending; then the most pressing run status (dead, failed,
-// running); queued while some destination has no run yet; else done (or
-// skipped_stale when every run was skipped).
-func EventState(pending bool, runStatuses []string, destinations int) string {
-	if pending && len(runStatuses) == 0 {
-		return StateReceived
-	}
-	var dead, failed, running, skipped bool
-	for _, s := range runStatuses {
-		switch s {
-		case StatusDead:
-			dead = true
-		case StatusFailed:
-			failed = true
-		case StatusRunning:
-			running = true
-		case StatusSkippedStale:
-			skipped = true
-		}
-	}
-	switch {
-	case dead:
-		return StatusDead
-	case failed:
-		return StatusFailed
-	case running:
-		return StatusRunning
-	case len(runStatuses) < destinations || len(runStatuses) == 0:
-		return StateQueued
-	case skipped && !containsDone(runStatuses):
-		return StatusSkippedStale
-	}
-	return StatusDone
-}
-
-func containsDone(statuses []string) bool {
-	for _, s := range statuses {
-		if s == StatusDone {
-			return true
-		}
-	}
-	return false
+// latestRunStatusesSQL is an SQL expression: the status of the latest run
+// (highest generation) of each destination of the event named by the two
+// column expressions, as an array ('{}' without runs). With the
+// destination count it is the input of webhookd_event_state (migration
+// 0008), the one rule for an event's state: received while its hand-off is
+// pending and it has no run; then the most pressing status (dead, failed,
+// running); queued while a destination has no run; else done, or
+// skipped_stale when every run was skipped.
+func latestRunStatusesSQL(source, externalID string) string {
+	return `COALESCE((SELECT array_agg(l.status ORDER BY l.destination) FROM (
+        SELECT DISTINCT ON (lr.destination) lr.destination, lr.status
+        FROM job_runs lr
+        WHERE lr.source = ` + source + ` AND lr.external_id = ` + externalID + `
+        ORDER BY lr.destination, lr.generation DESC) l), '{}')`
 }

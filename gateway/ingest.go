@@ -95,11 +95,12 @@ func (s *Server) ingest(c echo.Context) error {
 	log = log.With(slog.String("event_id", id))
 
 	ev := dedupe.Event{
-		Source:      name,
-		ExternalID:  id,
-		ContentType: req.Header.Get(echo.HeaderContentType),
-		Headers:     encodeHeaders(req.Header),
-		Payload:     body,
+		Source:       name,
+		ExternalID:   id,
+		ContentType:  req.Header.Get(echo.HeaderContentType),
+		Headers:      encodeHeaders(req.Header),
+		Payload:      body,
+		Destinations: src.Destinations,
 	}
 	if src.OrderEntity != nil && src.OrderVersion != nil {
 		entity, errE := src.OrderEntity.Extract(idHeader, body)
@@ -130,10 +131,9 @@ func (s *Server) ingest(c echo.Context) error {
 		log.InfoContext(ctx, "event accepted", slog.Int("deliveries", rec.Deliveries), slog.Int("body_bytes", len(body)))
 		return c.JSON(http.StatusAccepted, accepted{Status: "accepted", Source: name, EventID: id})
 	}
-	state := dedupe.EventState(rec.Pending, rec.RunStatuses, src.Destinations)
 	s.metrics.observe(name, "duplicate", time.Since(start))
-	log.InfoContext(ctx, "duplicate delivery", slog.Int("deliveries", rec.Deliveries), slog.String("state", state))
-	return c.JSON(http.StatusOK, duplicate{Status: "duplicate", Source: name, EventID: id, Deliveries: rec.Deliveries, State: state})
+	log.InfoContext(ctx, "duplicate delivery", slog.Int("deliveries", rec.Deliveries), slog.String("state", rec.State))
+	return c.JSON(http.StatusOK, duplicate{Status: "duplicate", Source: name, EventID: id, Deliveries: rec.Deliveries, State: rec.State})
 }
 
 // readBody reads the body once, refusing more than limit bytes.

@@ -67,7 +67,7 @@ func BenchmarkIngest(b *testing.B) {
 		size int
 	}{
 		{"new/1KiB", dedupe.Recorded{Inserted: true, Deliveries: 1, Pending: true}, 1 << 10},
-		{"duplicate/1KiB", dedupe.Recorded{Deliveries: 2, RunStatuses: []string{dedupe.StatusDone}}, 1 << 10},
+		{"duplicate/1KiB", dedupe.Recorded{Deliveries: 2, State: dedupe.StatusDone}, 1 << 10},
 		{"new/64KiB", dedupe.Recorded{Inserted: true, Deliveries: 1, Pending: true}, 64 << 10},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
