@@ -72,20 +72,14 @@ func (s *Server) ingest(c echo.Context) error {
 		log.WarnContext(ctx, "webhook rejected", slog.String("reason", err.Error()), slog.Int("body_bytes", len(body)))
 		return err
 	}
-	if src.Scheme == "slack" {
+	if src.Scheme == verify.SchemeSlack {
 		if challenge, ok := verify.SlackChallenge(body); ok {
 			s.metrics.observe(name, "challenge", time.Since(start))
 			log.InfoContext(ctx, "answered slack url_verification challenge")
 			return c.JSON(http.StatusOK, map[string]string{"challenge": challenge})
 		}
 	}
-	idHeader := req.Header
-	if src.Scheme == verify.SchemeStandard && idHeader.Get("Webhook-Signature") == "" && idHeader.Get("Svix-Id") != "" {
-		// A Svix sender signed svix-id (the verifier took the svix-*
-		// headers): that is the webhook-id the event id spec reads.
-		idHeader = idHeader.Clone()
-		idHeader.Set("Webhook-Id", idHeader.Get("Svix-Id"))
-	}
+	idHeader := verify.EventHeaders(src.Scheme, req.Header)
 	id, err := src.EventID.Extract(idHeader, body)
 	if err != nil {
 		s.metrics.observe(name, "rejected_event_id", time.Since(start))

@@ -79,12 +79,10 @@ func (s *standardScheme) Verify(r Request, now time.Time) error {
 	names := standardNames
 	sig := r.Header.Get(standardSigHeader)
 	id, ts := r.Header.Get(standardIDHeader), r.Header.Get(standardTimestampHeader)
-	if sig == "" {
-		if sv := r.Header.Get(svixSigHeader); sv != "" {
-			names = svixNames
-			sig = sv
-			id, ts = r.Header.Get(svixIDHeader), r.Header.Get(svixTimestampHeader)
-		}
+	if svixSigned(r.Header) {
+		names = svixNames
+		sig = r.Header.Get(svixSigHeader)
+		id, ts = r.Header.Get(svixIDHeader), r.Header.Get(svixTimestampHeader)
 	}
 	switch {
 	case sig == "":
@@ -116,6 +114,27 @@ func (s *standardScheme) Verify(r Request, now time.Time) error {
 		}
 	}
 	return mismatch(names.sig)
+}
+
+// svixSigned reports whether a Standard Webhooks request uses Svix's
+// header names: a svix-signature and no webhook-signature. Verify then
+// checks the svix-* headers.
+func svixSigned(h http.Header) bool {
+	return h.Get(standardSigHeader) == "" && h.Get(svixSigHeader) != ""
+}
+
+// EventHeaders returns the headers a source's event id is read from. For
+// a standard source whose sender uses Svix's header names, the signed
+// svix-id stands as Webhook-Id, so the default event id
+// (header:webhook-id) is the id that was signed, whatever unsigned
+// webhook-id a copy may carry. Other requests get h itself.
+func EventHeaders(scheme string, h http.Header) http.Header {
+	if scheme != SchemeStandard || !svixSigned(h) {
+		return h
+	}
+	c := h.Clone()
+	c.Set(standardIDHeader, h.Get(svixIDHeader))
+	return c
 }
 
 // standardMatch reports whether any v1 item of sig equals want.
