@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/webhookd/webhookd/dedupe"
 )
 
@@ -41,10 +39,9 @@ type MaintenanceConfig struct {
 	Timeout time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
-	// Metrics, when set, receives the duplicate count.
+	// Metrics, when set, receives runs, rows deleted, last successes and
+	// the duplicate count.
 	Metrics *Metrics
-	// MaintenanceMetrics, when set, receives retention and check runs.
-	MaintenanceMetrics *MaintenanceMetrics
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -110,7 +107,7 @@ func (m *Maintenance) restoreLastSuccess(ctx context.Context) {
 	for _, kind := range []string{dedupe.KindRetention, dedupe.KindDuplicateCheck} {
 		run, err := m.store.LastMaintenance(ctx, kind)
 		if err == nil {
-			m.cfg.MaintenanceMetrics.lastSuccess(kind, run.FinishedAt)
+			m.cfg.Metrics.lastSuccess(kind, run.FinishedAt)
 		}
 	}
 }
@@ -123,22 +120,22 @@ func (m *Maintenance) RetentionOnce(ctx context.Context) (dedupe.RetentionResult
 	start := time.Now()
 	res, err := m.store.RunRetention(ctx, dedupe.RetentionOptions{Retention: m.cfg.Retention, BatchSize: m.cfg.RetentionBatch})
 	log := m.cfg.Logger.With(slog.String("job", dedupe.KindRetention), durationMS("duration_ms", time.Since(start)))
-	mm := m.cfg.MaintenanceMetrics
+	mm := m.cfg.Metrics
 	mm.retentionDeleted(res)
 	switch {
 	case err != nil && errors.Is(err, context.Canceled):
-		mm.run(dedupe.KindRetention, "canceled")
+		mm.maintenanceRun(dedupe.KindRetention, "canceled")
 		return res, err
 	case err != nil:
-		mm.run(dedupe.KindRetention, "error")
+		mm.maintenanceRun(dedupe.KindRetention, "error")
 		log.ErrorContext(ctx, "retention run failed", slog.String("error", err.Error()), slog.Int64("rows_deleted", res.Total()))
 		return res, err
 	case !res.Ran:
-		mm.run(dedupe.KindRetention, "skipped")
+		mm.maintenanceRun(dedupe.KindRetention, "skipped")
 		log.DebugContext(ctx, "retention runs on another replica")
 		return res, nil
 	}
-	mm.run(dedupe.KindRetention, "success")
+	mm.maintenanceRun(dedupe.KindRetention, "success")
 	mm.lastSuccess(dedupe.KindRetention, time.Now())
 	log.InfoContext(ctx, "retention run finished",
 		slog.Time("cutoff", res.Cutoff), slog.Int64("rows_deleted", res.Total()),
@@ -159,20 +156,20 @@ func (m *Maintenance) DuplicateCheckOnce(ctx context.Context) ([]dedupe.Duplicat
 	start := time.Now()
 	keys, err := m.store.DuplicateKeys(ctx, m.cfg.DuplicateWindow)
 	log := m.cfg.Logger.With(slog.String("job", dedupe.KindDuplicateCheck), durationMS("duration_ms", time.Since(start)))
-	mm := m.cfg.MaintenanceMetrics
+	mm := m.cfg.Metrics
 	run := dedupe.MaintenanceRun{Kind: dedupe.KindDuplicateCheck, StartedAt: start, Found: int64(len(keys))}
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return nil, err
 		}
-		mm.run(dedupe.KindDuplicateCheck, "error")
+		mm.maintenanceRun(dedupe.KindDuplicateCheck, "error")
 		log.ErrorContext(ctx, "duplicate check failed", slog.String("error", err.Error()))
 		run.Error = err.Error()
 		_ = m.store.RecordMaintenance(context.WithoutCancel(ctx), run)
 		return nil, err
 	}
-	m.cfg.Metrics.SetDuplicateKeys(len(keys))
-	mm.run(dedupe.KindDuplicateCheck, "success")
+	mm.duplicateKeys(len(keys))
+	mm.maintenanceRun(dedupe.KindDuplicateCheck, "success")
 	mm.lastSuccess(dedupe.KindDuplicateCheck, time.Now())
 	if err := m.store.RecordMaintenance(ctx, run); err != nil {
 		log.WarnContext(ctx, "could not record the duplicate check", slog.String("error", err.Error()))
@@ -189,67 +186,4 @@ func (m *Maintenance) DuplicateCheckOnce(ctx context.Context) ([]dedupe.Duplicat
 		slog.Int("duplicate_keys", len(keys)), slog.String("keys", strings.Join(names, " ")),
 		slog.Duration("window", m.cfg.DuplicateWindow))
 	return keys, nil
-}
-
-// MaintenanceMetrics are the Prometheus metrics of scheduled maintenance.
-// A nil *MaintenanceMetrics records nothing.
-type MaintenanceMetrics struct {
-	runs    *prometheus.CounterVec
-	deleted *prometheus.CounterVec
-	lastOK  map[string]prometheus.Gauge
-}
-
-// NewMaintenanceMetrics creates the metrics and registers them with reg:
-// webhookd_maintenance_runs_total{job,result},
-// webhookd_retention_rows_deleted_total{table},
-// webhookd_retention_last_success_timestamp_seconds and
-// webhookd_duplicate_check_last_success_timestamp_seconds.
-func NewMaintenanceMetrics(reg prometheus.Registerer) *MaintenanceMetrics {
-	m := &MaintenanceMetrics{
-		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "webhookd_maintenance_runs_total",
-			Help: "Scheduled maintenance runs by job (retention, duplicate_check) and result (success, error, skipped, canceled).",
-		}, []string{"job", "result"}),
-		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "webhookd_retention_rows_deleted_total",
-			Help: "Rows deleted by retention, by table.",
-		}, []string{"table"}),
-		lastOK: map[string]prometheus.Gauge{
-			dedupe.KindRetention: prometheus.NewGauge(prometheus.GaugeOpts{
-				Name: "webhookd_retention_last_success_timestamp_seconds",
-				Help: "Unix time of the latest successful retention run on any replica (read from the database at start); 0 if none. Alert when it falls behind.",
-			}),
-			dedupe.KindDuplicateCheck: prometheus.NewGauge(prometheus.GaugeOpts{
-				Name: "webhookd_duplicate_check_last_success_timestamp_seconds",
-				Help: "Unix time of the latest successful duplicate check; 0 if none.",
-			}),
-		},
-	}
-	reg.MustRegister(m.runs, m.deleted, m.lastOK[dedupe.KindRetention], m.lastOK[dedupe.KindDuplicateCheck])
-	return m
-}
-
-func (m *MaintenanceMetrics) run(job, result string) {
-	if m != nil {
-		m.runs.WithLabelValues(job, result).Inc()
-	}
-}
-
-func (m *MaintenanceMetrics) lastSuccess(job string, t time.Time) {
-	if m != nil {
-		m.lastOK[job].Set(float64(t.UnixNano()) / 1e9)
-	}
-}
-
-func (m *MaintenanceMetrics) retentionDeleted(r dedupe.RetentionResult) {
-	if m == nil {
-		return
-	}
-	for table, n := range map[string]int64{
-		"events": r.Events, "job_runs": r.Runs, "delivery_attempts": r.Attempts, "maintenance_runs": r.MaintenanceRuns,
-	} {
-		if n > 0 {
-			m.deleted.WithLabelValues(table).Add(float64(n))
-		}
-	}
 }

@@ -30,7 +30,7 @@ func TestMaintenance(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := jobs.NewMaintenance(b.store, jobs.MaintenanceConfig{
 		Retention: time.Hour, RetentionInterval: 100 * time.Millisecond, DuplicateCheckInterval: 100 * time.Millisecond,
-		Logger: testLogger(t), Metrics: jobs.NewMetrics(reg), MaintenanceMetrics: jobs.NewMaintenanceMetrics(reg),
+		Logger: testLogger(t), Metrics: jobs.NewMetrics(reg),
 	})
 	before := time.Now()
 	runCtx, stop := context.WithCancel(ctx)
@@ -64,7 +64,7 @@ func TestMaintenance(t *testing.T) {
 	reg2 := prometheus.NewRegistry()
 	m2 := jobs.NewMaintenance(b.store, jobs.MaintenanceConfig{
 		Retention: time.Hour, RetentionInterval: time.Hour, DuplicateCheckInterval: time.Hour,
-		Logger: testLogger(t), MaintenanceMetrics: jobs.NewMaintenanceMetrics(reg2),
+		Logger: testLogger(t), Metrics: jobs.NewMetrics(reg2),
 	})
 	runCtx2, stop2 := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer stop2()

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/webhookd/webhookd/dedupe"
 )
 
 // Metrics are the queue side's Prometheus metrics. A nil *Metrics records
@@ -17,9 +19,17 @@ type Metrics struct {
 	sweeperResets  *prometheus.CounterVec
 	queueSize      *prometheus.GaugeVec
 	duplicateCheck prometheus.Gauge
+	// Scheduled maintenance (retention, duplicate check).
+	maintenanceRuns *prometheus.CounterVec
+	retentionRows   *prometheus.CounterVec
+	lastOK          map[string]prometheus.Gauge
 }
 
-// NewMetrics creates the metrics and registers them with reg.
+// NewMetrics creates the metrics and registers them with reg, among them
+// webhookd_maintenance_runs_total{job,result},
+// webhookd_retention_rows_deleted_total{table},
+// webhookd_retention_last_success_timestamp_seconds and
+// webhookd_duplicate_check_last_success_timestamp_seconds.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -55,9 +65,28 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "webhookd_duplicate_keys",
 			Help: "Keys with more than one successful destination call in the last 7 days (should be 0).",
 		}),
+		maintenanceRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhookd_maintenance_runs_total",
+			Help: "Scheduled maintenance runs by job (retention, duplicate_check) and result (success, error, skipped, canceled).",
+		}, []string{"job", "result"}),
+		retentionRows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhookd_retention_rows_deleted_total",
+			Help: "Rows deleted by retention, by table.",
+		}, []string{"table"}),
+		lastOK: map[string]prometheus.Gauge{
+			dedupe.KindRetention: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "webhookd_retention_last_success_timestamp_seconds",
+				Help: "Unix time of the latest successful retention run on any replica (read from the database at start); 0 if none. Alert when it falls behind.",
+			}),
+			dedupe.KindDuplicateCheck: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "webhookd_duplicate_check_last_success_timestamp_seconds",
+				Help: "Unix time of the latest successful duplicate check; 0 if none.",
+			}),
+		},
 	}
 	reg.MustRegister(m.outcomes, m.latency, m.enqueueFails, m.relayed, m.relayBacklog,
-		m.sweeperResets, m.queueSize, m.duplicateCheck)
+		m.sweeperResets, m.queueSize, m.duplicateCheck, m.maintenanceRuns, m.retentionRows,
+		m.lastOK[dedupe.KindRetention], m.lastOK[dedupe.KindDuplicateCheck])
 	return m
 }
 
@@ -103,9 +132,33 @@ func (m *Metrics) queueState(queue, state string, n int) {
 	}
 }
 
-// SetDuplicateKeys exports the duplicate check's latest count.
-func (m *Metrics) SetDuplicateKeys(n int) {
+func (m *Metrics) duplicateKeys(n int) {
 	if m != nil {
 		m.duplicateCheck.Set(float64(n))
+	}
+}
+
+func (m *Metrics) maintenanceRun(job, result string) {
+	if m != nil {
+		m.maintenanceRuns.WithLabelValues(job, result).Inc()
+	}
+}
+
+func (m *Metrics) lastSuccess(job string, t time.Time) {
+	if m != nil {
+		m.lastOK[job].Set(float64(t.UnixNano()) / 1e9)
+	}
+}
+
+func (m *Metrics) retentionDeleted(r dedupe.RetentionResult) {
+	if m == nil {
+		return
+	}
+	for table, n := range map[string]int64{
+		"events": r.Events, "job_runs": r.Runs, "delivery_attempts": r.Attempts, "maintenance_runs": r.MaintenanceRuns,
+	} {
+		if n > 0 {
+			m.retentionRows.WithLabelValues(table).Add(float64(n))
+		}
 	}
 }

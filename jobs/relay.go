@@ -107,52 +107,48 @@ func (r *Relay) Run(ctx context.Context) {
 }
 
 func (r *Relay) fastPath(ctx context.Context) {
-	batch := make([]dedupe.EventRef, 0, r.cfg.BatchSize)
 	for {
 		select {
 		case ref := <-r.fast:
-			batch = append(batch[:0], ref)
+			r.handOff(ctx, r.collect(ref))
 		case <-ctx.Done():
-			r.drain()
-			return
-		}
-	fill:
-		for len(batch) < r.cfg.BatchSize {
-			select {
-			case ref := <-r.fast:
-				batch = append(batch, ref)
-			default:
-				break fill
+			// Hand off what is left within a short grace period; the
+			// scan finds anything this misses at the next start.
+			grace, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			for {
+				select {
+				case ref := <-r.fast:
+					r.handOff(grace, r.collect(ref))
+				default:
+					return
+				}
 			}
 		}
-		r.handOff(ctx, batch)
 	}
 }
 
-// drain enqueues what is left in the fast path after shutdown began.
-func (r *Relay) drain() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	batch := make([]dedupe.EventRef, 0, r.cfg.BatchSize)
-	for {
+// collect returns first and whatever else is waiting, up to BatchSize,
+// each event once: the copies of one event that arrive together (a
+// sender's burst of retries) are handed off once.
+func (r *Relay) collect(first dedupe.EventRef) []dedupe.EventRef {
+	batch := []dedupe.EventRef{first}
+	seen := map[dedupe.EventRef]bool{first: true}
+	for len(batch) < r.cfg.BatchSize {
 		select {
 		case ref := <-r.fast:
-			batch = append(batch, ref)
-			if len(batch) == r.cfg.BatchSize {
-				r.handOff(ctx, batch)
-				batch = batch[:0]
+			if !seen[ref] {
+				seen[ref] = true
+				batch = append(batch, ref)
 			}
 		default:
-			r.handOff(ctx, batch)
-			return
+			return batch
 		}
 	}
+	return batch
 }
 
 func (r *Relay) handOff(ctx context.Context, batch []dedupe.EventRef) {
-	if len(batch) == 0 {
-		return
-	}
 	done := r.enqueueAll(ctx, batch)
 	if len(done) == 0 {
 		return

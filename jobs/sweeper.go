@@ -105,17 +105,7 @@ func (s *Sweeper) RequeueOverdue(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	for _, run := range runs {
-		log := s.cfg.Logger.With(
-			slog.String("source", run.Source), slog.String("event_id", run.ExternalID),
-			slog.String("key", run.Key), slog.Int("attempts", run.Attempts))
-		err := s.enqueuer.Enqueue(ctx, DeliverPayload{
-			Source: run.Source, EventID: run.ExternalID, Destination: run.Destination, Generation: run.Generation,
-		})
-		if err != nil {
-			log.WarnContext(ctx, "retry is overdue; enqueue failed, the next sweep tries again", slog.String("error", err.Error()))
-			continue
-		}
-		log.WarnContext(ctx, "retry is overdue; enqueued again with the same key")
+		s.requeue(ctx, run, "retry is overdue")
 	}
 	return len(runs), nil
 }
@@ -130,22 +120,31 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	for _, run := range swept {
-		log := s.cfg.Logger.With(
-			slog.String("source", run.Source), slog.String("event_id", run.ExternalID),
-			slog.String("key", run.Key), slog.Int("attempts", run.Attempts))
 		s.cfg.Metrics.swept(run.Status)
 		if run.Status == dedupe.StatusDead {
-			log.ErrorContext(ctx, "run's lease passed and attempts are exhausted; run is dead")
+			runLogger(s.cfg.Logger, run).ErrorContext(ctx, "run's lease passed and attempts are exhausted; run is dead")
 			continue
 		}
-		err := s.enqueuer.Enqueue(ctx, DeliverPayload{
-			Source: run.Source, EventID: run.ExternalID, Destination: run.Destination, Generation: run.Generation,
-		})
-		if err != nil {
-			log.WarnContext(ctx, "run's lease passed; reset, but re-enqueue failed (the overdue-retry check recovers it)", slog.String("error", err.Error()))
-			continue
-		}
-		log.WarnContext(ctx, "run's lease passed; reset for a retry with the same key")
+		s.requeue(ctx, run, "run's lease passed")
 	}
 	return len(swept), nil
+}
+
+// requeue enqueues run again with its key; a failure is left to the next
+// overdue-retry check.
+func (s *Sweeper) requeue(ctx context.Context, run dedupe.SweptRun, why string) {
+	log := runLogger(s.cfg.Logger, run)
+	err := s.enqueuer.Enqueue(ctx, DeliverPayload{
+		Source: run.Source, EventID: run.ExternalID, Destination: run.Destination, Generation: run.Generation,
+	})
+	if err != nil {
+		log.WarnContext(ctx, why+"; enqueue failed, the overdue-retry check tries again", slog.String("error", err.Error()))
+		return
+	}
+	log.WarnContext(ctx, why+"; enqueued again with the same key")
+}
+
+func runLogger(log *slog.Logger, run dedupe.SweptRun) *slog.Logger {
+	return log.With(slog.String("source", run.Source), slog.String("event_id", run.ExternalID),
+		slog.String("key", run.Key), slog.Int("attempts", run.Attempts))
 }

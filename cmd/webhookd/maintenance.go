@@ -16,6 +16,5 @@ func runMaintenance(ctx context.Context, a *app) {
 		DuplicateCheckInterval: a.cfg.Worker.DuplicateCheckEvery.std(),
 		Logger:                 a.log,
 		Metrics:                a.metrics,
-		MaintenanceMetrics:     jobs.NewMaintenanceMetrics(a.registry),
 	}).Run(ctx)
 }
