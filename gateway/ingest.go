@@ -148,12 +148,17 @@ func readBody(buf *bytes.Buffer, req *http.Request, limit int64) error {
 	return nil
 }
 
-// encodeHeaders returns the headers worth storing as a JSON object.
+// encodeHeaders returns the headers worth storing as a JSON object. The
+// request's map is encoded as it is unless it carries a header to drop.
 func encodeHeaders(h http.Header) []byte {
-	keep := make(map[string][]string, len(h))
-	for k, v := range h {
-		if !droppedHeaders[k] {
-			keep[k] = v
+	keep := h
+	for name := range droppedHeaders {
+		if _, ok := h[name]; ok {
+			keep = h.Clone()
+			for name := range droppedHeaders {
+				delete(keep, name)
+			}
+			break
 		}
 	}
 	b, err := json.Marshal(keep)
