@@ -132,7 +132,7 @@ With --target it sends to a running gateway, signing as the config's
 	f.IntVar(&cfg.NaivePool, "naive-pool", 32, "the naive ingest's Postgres pool size")
 	f.Int64Var(&cfg.Preload, "preload", 0, "insert this many events with COPY before sending (growth curve)")
 	f.BoolVar(&keepDB, "keep-db", false, "keep the bench database at the end")
-	f.BoolVar(&reuseDB, "reuse-db", false, "reuse a kept bench database (its preload stays; everything else is reset); implies --keep-db")
+	f.BoolVar(&reuseDB, "reuse-db", false, "reuse a kept bench database (its preload stays, and --duplicates repeats its ids; everything else is reset); implies --keep-db")
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", loadgen.Config{}.WithDefaults().DrainTimeout, "how long to wait for the queue to drain after sending")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the sending phase to this file (go tool pprof -tagignore role=loadgen for the server only)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")

@@ -126,6 +126,42 @@ func clearQueue(ctx context.Context, redisURL, queue string) error {
 	return rdb.SRem(ctx, "asynq:queues", queue).Err()
 }
 
+// preloaded returns how many preloaded events (evt_pre_<0..n-1>) of
+// source a kept database holds, by binary search on the primary key.
+func preloaded(ctx context.Context, pool *pgxpool.Pool, source string) (int64, error) {
+	exists := func(n int64) (bool, error) {
+		var ok bool
+		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE source = $1 AND external_id = $2)`,
+			source, preloadID(n)).Scan(&ok)
+		return ok, err
+	}
+	// The answer lies in [lo, hi): evt_pre_<lo-1> exists, evt_pre_<hi-1> does not.
+	lo, hi := int64(0), int64(1)
+	for {
+		ok, err := exists(hi - 1)
+		if err != nil {
+			return 0, fmt.Errorf("error counting preloaded events: %w", err)
+		}
+		if !ok {
+			break
+		}
+		lo, hi = hi, hi*2
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		ok, err := exists(mid - 1)
+		if err != nil {
+			return 0, fmt.Errorf("error counting preloaded events: %w", err)
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}
+
 // preload inserts events evt_pre_<0..n-1> of src with COPY as finished
 // history: each event handed off, its run done and its one successful
 // destination call logged, as production would have them (so neither the

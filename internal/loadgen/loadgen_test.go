@@ -200,6 +200,39 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// TestRunReusesPreload runs with only repeats on a schema an earlier run
+// preloaded: the kept preload is found and the repeats spread over it,
+// with the delivery counts exact.
+func TestRunReusesPreload(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.New(t)
+	log := slog.New(slog.NewTextHandler(logtest.Writer{TB: t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	run := func(preload int64, reuse bool) *Report {
+		t.Helper()
+		rdb := redistest.New(t)
+		rep, err := Run(t.Context(), Config{
+			Start: startProduct(t), Concurrency: 4, Duration: time.Second, Duplicates: 1, BodySize: 256,
+			DatabaseURL: schema.URL, RedisURL: rdb.URL, Queue: rdb.Queue, Preload: preload, ReuseDatabase: reuse,
+			NoWorker: true, DrainTimeout: time.Minute, Log: log,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.Check.Passed {
+			t.Fatalf("exactly-once check failed: %v", rep.Check.Problems)
+		}
+		return rep
+	}
+	run(777, false)
+	rep := run(0, true)
+	if rep.Preload != 777 {
+		t.Fatalf("reused run found a preload of %d events, want 777", rep.Preload)
+	}
+	if rep.Check.RepeatedPreloaded < 100 {
+		t.Errorf("%d distinct preloaded ids repeated, want the repeats spread over the preload", rep.Check.RepeatedPreloaded)
+	}
+}
+
 // TestBook checks the id book's duplicate ratio and counting.
 func TestBook(t *testing.T) {
 	t.Parallel()

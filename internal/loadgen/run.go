@@ -102,10 +102,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		sinkURL := "http://" + l.Addr().String() + "/hook"
 
-		if cfg.Preload > 0 {
+		switch {
+		case cfg.Preload > 0:
 			if err := preload(ctx, pool, src, cfg.Preload, cfg.BodySize, cfg.Progress); err != nil {
 				return nil, err
 			}
+		case cfg.ReuseDatabase:
+			// The kept preload counts as sent, so --duplicates repeats
+			// ids spread over all of it.
+			n, err := preloaded(ctx, pool, src.Name)
+			if err != nil {
+				return nil, err
+			}
+			cfg.Preload, rep.Preload = n, n
 		}
 
 		env := Env{DatabaseURL: cfg.DatabaseURL, RedisURL: cfg.RedisURL, Queue: cfg.Queue, Source: src,
