@@ -26,6 +26,7 @@ type QueueLossCheck struct {
 	rdb      redis.UniversalClient
 	store    reopenStore
 	key      string
+	queue    string
 	lookback time.Duration
 	dests    map[string]int
 	log      *slog.Logger
@@ -42,10 +43,16 @@ func NewQueueLossCheck(rdb redis.UniversalClient, store reopenStore, enqueuer *E
 		log = slog.Default()
 	}
 	return &QueueLossCheck{
-		rdb: rdb, store: store, key: "webhookd:{" + enqueuer.queue + "}:marker",
+		rdb: rdb, store: store, key: "webhookd:{" + enqueuer.queue + "}:marker", queue: enqueuer.queue,
 		lookback: lookback, dests: dests, log: log,
 	}
 }
+
+// asynqQueuesKey is Asynq's registry of queue names (base.AllQueues in
+// asynq v0.26), which its Inspector, asynqmon and our queue-size metrics
+// list. Asynq's client adds a queue to it once per process, so after Redis
+// lost its data nothing would until every client restarted.
+const asynqQueuesKey = "asynq:queues"
 
 // Check looks for the marker and, if it is gone, sets a new one and
 // reopens unfinished events. It returns how many it reopened.
@@ -56,6 +63,9 @@ func (q *QueueLossCheck) Check(ctx context.Context) (int, error) {
 	}
 	if n == 1 {
 		return 0, nil
+	}
+	if err := q.rdb.SAdd(ctx, asynqQueuesKey, q.queue).Err(); err != nil {
+		return 0, fmt.Errorf("error registering queue %s: %w", q.queue, err)
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/hibiken/asynq"
 
 	"github.com/webhookd/webhookd/internal/pipelinetest"
 	"github.com/webhookd/webhookd/internal/sink"
@@ -45,6 +48,15 @@ func TestQueueLossIsRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	pipelinetest.Eventually(t, 10*time.Second, "tasks queued again", func() bool { return pending() == events })
+	// The queue is listed again for the dashboard and the queue metrics,
+	// though this process's Asynq client registered it before the flush.
+	queues, err := asynq.NewInspectorFromRedisClient(gw.Redis.Client).Queues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(queues, gw.Redis.Queue) {
+		t.Errorf("queues listed after the loss %v, want %s among them", queues, gw.Redis.Queue)
+	}
 
 	// A worker drains them: each key reaches the destination once.
 	pipelinetest.Start(t, pipelinetest.Options{
