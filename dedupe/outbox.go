@@ -16,19 +16,22 @@ type EventRef struct {
 
 // markEnqueuedSQL confirms the hand-off of many events at once.
 // Rows are locked in key order, the order RecordBatch uses, so the two
-// never deadlock. The rows are found by primary key: a condition on
-// enqueued_at in the locking subquery would let the planner walk the
-// whole pending index instead, dead entries included (milliseconds per
-// call where vacuum lags).
+// never deadlock. The rows are found by primary key only: whether one is
+// still pending is read from the locked row (a materialized CTE, so the
+// condition is not pushed into the scan), because a condition on
+// events.enqueued_at lets the planner walk the whole pending index
+// instead, dead entries included: seconds per call on a large table whose
+// statistics say nothing is pending.
 const markEnqueuedSQL = `
-UPDATE events e SET enqueued_at = now()
-FROM (
-    SELECT e2.source, e2.external_id FROM unnest($1::text[], $2::text[]) AS u(s, x)
+WITH locked AS MATERIALIZED (
+    SELECT e2.source, e2.external_id, e2.enqueued_at FROM unnest($1::text[], $2::text[]) AS u(s, x)
     JOIN events e2 ON e2.source = u.s AND e2.external_id = u.x
     ORDER BY e2.source, e2.external_id
     FOR UPDATE OF e2
-) locked
-WHERE e.source = locked.source AND e.external_id = locked.external_id AND e.enqueued_at IS NULL`
+)
+UPDATE events e SET enqueued_at = now()
+FROM locked
+WHERE e.source = locked.source AND e.external_id = locked.external_id AND locked.enqueued_at IS NULL`
 
 // MarkEnqueued records that the jobs of refs are in the queue, so the relay
 // leaves them alone.
