@@ -65,8 +65,12 @@ type Finished struct {
 
 // finishSQL stores many outcomes at once, each conditional on the call
 // its claim returned, and logs every call made in delivery_attempts. Kinds
-// are the FinishKind values. Rows are updated in key order so concurrent
-// batches never deadlock.
+// are the FinishKind values. Rows are locked in key order so concurrent
+// batches never deadlock, and found by key only: whether a run is still
+// the claimed call is read from the locked row (a materialized CTE keeps
+// the condition out of the scan), because a condition on job_runs.status
+// lets the planner walk the whole index of running runs instead, dead
+// entries included, when statistics say few runs are running.
 const finishSQL = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::text[], $6::text[],
@@ -76,9 +80,8 @@ WITH input AS (
     INSERT INTO delivery_attempts (key, call, status_code, succeeded, error, duration_ms)
     SELECT key, call, NULLIF(status_code, 0), kind = 1, NULLIF(error, ''), duration_ms
     FROM input WHERE called
-), locked AS (
-    SELECT r.key FROM job_runs r JOIN input i ON i.key = r.key
-    WHERE r.calls = i.call AND r.status = 'running'
+), locked AS MATERIALIZED (
+    SELECT r.key, r.calls, r.status FROM input i JOIN job_runs r ON r.key = i.key
     ORDER BY r.key
     FOR UPDATE OF r
 ), updated AS (
@@ -98,7 +101,7 @@ WITH input AS (
         completed_at = CASE WHEN i.kind = 4 OR (i.kind = 2 AND r.attempts + 1 < r.max_attempts)
                             THEN NULL ELSE now() END
     FROM input i, locked l
-    WHERE r.key = i.key AND l.key = i.key AND r.calls = i.call AND r.status = 'running'
+    WHERE r.key = i.key AND l.key = i.key AND l.calls = i.call AND l.status = 'running'
     RETURNING r.key, r.status, r.attempts
 )
 SELECT i.key, u.status, u.attempts

@@ -2,6 +2,7 @@ package dedupe_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -41,6 +42,44 @@ func TestFinish(t *testing.T) {
 		mustFinish(t, b, req.Key, dedupe.Finish{Kind: dedupe.FinishDone, Call: cur.Call, Called: true, StatusCode: 201, Result: []byte(`{"status_code":201}`)})
 		if r := b.run(t, req.Key); r.Status != dedupe.StatusDone || r.ResultStatusCode == nil || *r.ResultStatusCode != 201 || r.Attempts != 1 {
 			t.Fatalf("run %+v, want done with result 201 and the crash counted", r)
+		}
+	})
+
+	t.Run("FindsRunsByKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// A history of finished runs, and statistics taken when nothing
+		// was running: the index of running runs looks free to scan.
+		b.exec(t, `INSERT INTO job_runs (key, source, external_id, destination, status, calls, attempts, max_attempts)
+            SELECT 'src:dst:old_' || g, 'src', 'old_' || g, 'dst', 'done', 1, 1, 5 FROM generate_series(1, 2000) g`)
+		b.exec(t, `ANALYZE job_runs`)
+		var claims []dedupe.Claim
+		scans := b.indexScans(t, "job_runs_lease_idx", func(s *dedupe.Store) {
+			for i := range 8 {
+				id := fmt.Sprintf("evt_%d", i)
+				b.recordEvent(t, id)
+				c, err := s.Claim(testCtx(t), claimReq(id, 5, time.Minute))
+				if err != nil || c.Outcome != dedupe.Claimed {
+					t.Fatalf("claim %s: %+v %v", id, c, err)
+				}
+				claims = append(claims, c)
+			}
+		})
+		if scans != 0 {
+			t.Errorf("claiming scanned the index of running runs %d times; want lookups by key", scans)
+		}
+		scans = b.indexScans(t, "job_runs_lease_idx", func(s *dedupe.Store) {
+			for i, c := range claims {
+				if _, err := s.Finish(testCtx(t), fmt.Sprintf("src:dst:evt_%d", i), dedupe.Finish{Kind: dedupe.FinishDone, Call: c.Call, Called: true, StatusCode: 200}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+		if scans != 0 {
+			t.Errorf("finishing scanned the index of running runs %d times; want lookups by key", scans)
+		}
+		if n := b.count(t, `SELECT count(*) FROM job_runs WHERE key LIKE 'src:dst:evt_%' AND status = 'done'`); n != len(claims) {
+			t.Errorf("%d runs done, want %d", n, len(claims))
 		}
 	})
 

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/internal/pgtest"
 )
@@ -117,4 +119,43 @@ func ids(prefix string, n int) []string {
 		out[i] = fmt.Sprintf("%s%03d", prefix, i)
 	}
 	return out
+}
+
+// indexScans returns how many times fn's statements scanned index, fn
+// running on a Store of one connection so the count is that backend's.
+func (b *bundle) indexScans(t *testing.T, index string, fn func(*dedupe.Store)) int64 {
+	t.Helper()
+	ctx := testCtx(t)
+	cfg, err := pgxpool.ParseConfig(b.schema.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	scans := func() int64 {
+		var n int64
+		if err := pool.QueryRow(ctx, `SELECT pg_stat_get_numscans($1::regclass)`, index).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// A backend sends its counts when it goes idle, and at most once a
+	// second unless told to.
+	flush := func() {
+		if _, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush()
+	before := scans()
+	fn(dedupe.New(pool))
+	flush()
+	return scans() - before
 }
