@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -132,6 +133,53 @@ func BenchmarkClaimFinish(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkRunBatcher claims and finishes runs from 128 goroutines through
+// one RunBatcher, as the worker does.
+func BenchmarkRunBatcher(b *testing.B) {
+	schema := pgtest.New(b)
+	store := dedupe.New(schema.Pool)
+	runs := dedupe.NewRunBatcher(store, dedupe.BatcherConfig{MaxBatch: 128, MaxInFlight: 1})
+	defer runs.Close()
+	ctx := context.Background()
+	prefix := fmt.Sprintf("evt_runs_%d_", time.Now().UnixNano())
+	for from := 0; from < b.N; from += 256 {
+		if _, err := dedupe.RecordBatch(ctx, schema.Pool, benchEvents(prefix, from, min(256, b.N-from))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	result := []byte(`{"status_code":200}`)
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for range 128 {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(b.N) {
+					return
+				}
+				id := prefix + strconv.FormatInt(i, 10)
+				key := "bench:sink:" + id
+				c, err := runs.Claim(ctx, dedupe.ClaimRequest{Key: key, Source: "bench", ExternalID: id, Destination: "sink",
+					Generation: 1, MaxAttempts: 20, Lease: 2 * time.Minute})
+				if err != nil || c.Outcome != dedupe.Claimed {
+					b.Errorf("claim of %s: %v %v", key, c.Outcome, err)
+					return
+				}
+				if _, err := runs.Finish(ctx, key, dedupe.Finish{Kind: dedupe.FinishDone, Call: c.Call, Called: true,
+					StatusCode: 200, Result: result, Duration: time.Millisecond}); err != nil {
+					b.Errorf("finish of %s: %v", key, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }

@@ -65,12 +65,12 @@ type Finished struct {
 
 // finishSQL stores many outcomes at once, each conditional on the call
 // its claim returned, and logs every call made in delivery_attempts. Kinds
-// are the FinishKind values. Rows are locked in key order so concurrent
-// batches never deadlock, and found by key only: whether a run is still
-// the claimed call is read from the locked row (a materialized CTE keeps
-// the condition out of the scan), because a condition on job_runs.status
-// lets the planner walk the whole index of running runs instead, dead
-// entries included, when statistics say few runs are running.
+// are the FinishKind values. Each run is found by key and locked, in key
+// order so concurrent batches never deadlock, and whether it is still the
+// claimed call is read from the locked row: a condition on job_runs.status
+// in the scan would let the planner walk the whole index of running runs,
+// dead entries included, when statistics say few runs are running, and a
+// join on the key lets it scan the whole table when its estimates are off.
 const finishSQL = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::text[], $6::text[],
@@ -81,27 +81,27 @@ WITH input AS (
     SELECT key, call, NULLIF(status_code, 0), kind = 1, NULLIF(error, ''), duration_ms
     FROM input WHERE called
 ), locked AS MATERIALIZED (
-    SELECT r.key, r.calls, r.status FROM input i JOIN job_runs r ON r.key = i.key
-    ORDER BY r.key
-    FOR UPDATE OF r
+    SELECT i.*, r.calls AS current_call, r.status AS current_status
+    FROM (SELECT * FROM input ORDER BY key) i
+    CROSS JOIN LATERAL (SELECT calls, status FROM job_runs WHERE key = i.key FOR UPDATE) r
 ), updated AS (
     UPDATE job_runs r SET
-        status = CASE i.kind
+        status = CASE l.kind
             WHEN 1 THEN 'done'
             WHEN 2 THEN CASE WHEN r.attempts + 1 >= r.max_attempts THEN 'dead' ELSE 'failed' END
             WHEN 3 THEN 'failed'
             WHEN 4 THEN 'running'
             ELSE 'skipped_stale' END,
-        attempts = r.attempts + CASE WHEN i.kind IN (2, 3) THEN 1 ELSE 0 END,
-        permanent = (i.kind = 3),
-        result = CASE WHEN i.kind = 1 THEN NULLIF(i.result, '')::jsonb ELSE r.result END,
-        last_error = CASE WHEN i.kind IN (1, 5) THEN NULL ELSE NULLIF(i.error, '') END,
-        held_until = CASE WHEN i.kind = 4 THEN now() + i.hold_ms * interval '1 millisecond' END,
-        lease_until = CASE WHEN i.kind = 4 THEN now() + (i.hold_ms + i.lease_ms) * interval '1 millisecond' END,
-        completed_at = CASE WHEN i.kind = 4 OR (i.kind = 2 AND r.attempts + 1 < r.max_attempts)
+        attempts = r.attempts + CASE WHEN l.kind IN (2, 3) THEN 1 ELSE 0 END,
+        permanent = (l.kind = 3),
+        result = CASE WHEN l.kind = 1 THEN NULLIF(l.result, '')::jsonb ELSE r.result END,
+        last_error = CASE WHEN l.kind IN (1, 5) THEN NULL ELSE NULLIF(l.error, '') END,
+        held_until = CASE WHEN l.kind = 4 THEN now() + l.hold_ms * interval '1 millisecond' END,
+        lease_until = CASE WHEN l.kind = 4 THEN now() + (l.hold_ms + l.lease_ms) * interval '1 millisecond' END,
+        completed_at = CASE WHEN l.kind = 4 OR (l.kind = 2 AND r.attempts + 1 < r.max_attempts)
                             THEN NULL ELSE now() END
-    FROM input i, locked l
-    WHERE r.key = i.key AND l.key = i.key AND l.calls = i.call AND l.status = 'running'
+    FROM locked l
+    WHERE r.key = l.key AND l.current_call = l.call AND l.current_status = 'running'
     RETURNING r.key, r.status, r.attempts
 )
 SELECT i.key, u.status, u.attempts

@@ -14,24 +14,23 @@ type EventRef struct {
 	ExternalID string
 }
 
-// markEnqueuedSQL confirms the hand-off of many events at once.
-// Rows are locked in key order, the order RecordBatch uses, so the two
-// never deadlock. The rows are found by primary key only: whether one is
-// still pending is read from the locked row (a materialized CTE, so the
-// condition is not pushed into the scan), because a condition on
-// events.enqueued_at lets the planner walk the whole pending index
-// instead, dead entries included: seconds per call on a large table whose
-// statistics say nothing is pending.
+// markEnqueuedSQL confirms the hand-off of many events at once. Each row
+// is found by primary key and locked, in key order (the order RecordBatch
+// uses, so the two never deadlock); whether it is still pending is read
+// from the locked row. A condition on events.enqueued_at in the scan would
+// let the planner walk the whole pending index instead, dead entries
+// included (seconds per call on a large table whose statistics say nothing
+// is pending), and a join on the key lets it scan the whole table when its
+// estimates are off; one lookup per key does neither.
 const markEnqueuedSQL = `
 WITH locked AS MATERIALIZED (
-    SELECT e2.source, e2.external_id, e2.enqueued_at FROM unnest($1::text[], $2::text[]) AS u(s, x)
-    JOIN events e2 ON e2.source = u.s AND e2.external_id = u.x
-    ORDER BY e2.source, e2.external_id
-    FOR UPDATE OF e2
+    SELECT u.s, u.x, e2.enqueued_at
+    FROM (SELECT s, x FROM unnest($1::text[], $2::text[]) AS u(s, x) ORDER BY s, x) u
+    CROSS JOIN LATERAL (SELECT enqueued_at FROM events WHERE source = u.s AND external_id = u.x FOR UPDATE) e2
 )
 UPDATE events e SET enqueued_at = now()
 FROM locked
-WHERE e.source = locked.source AND e.external_id = locked.external_id AND locked.enqueued_at IS NULL`
+WHERE e.source = locked.s AND e.external_id = locked.x AND locked.enqueued_at IS NULL`
 
 // MarkEnqueued records that the jobs of refs are in the queue, so the relay
 // leaves them alone.
