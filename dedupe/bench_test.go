@@ -108,12 +108,7 @@ func BenchmarkClaimFinish(b *testing.B) {
 	schema := pgtest.New(b)
 	store := dedupe.New(schema.Pool)
 	ctx := context.Background()
-	prefix := fmt.Sprintf("evt_claim_%d_", time.Now().UnixNano())
-	for from := 0; from < b.N; from += 256 {
-		if _, err := dedupe.RecordBatch(ctx, schema.Pool, benchEvents(prefix, from, min(256, b.N-from))); err != nil {
-			b.Fatal(err)
-		}
-	}
+	prefix := recordBenchEvents(b, schema, "evt_claim")
 	result := []byte(`{"status_code":200}`)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -145,12 +140,7 @@ func BenchmarkRunBatcher(b *testing.B) {
 	runs := dedupe.NewRunBatcher(store, dedupe.BatcherConfig{MaxBatch: 128, MaxInFlight: 1})
 	defer runs.Close()
 	ctx := context.Background()
-	prefix := fmt.Sprintf("evt_runs_%d_", time.Now().UnixNano())
-	for from := 0; from < b.N; from += 256 {
-		if _, err := dedupe.RecordBatch(ctx, schema.Pool, benchEvents(prefix, from, min(256, b.N-from))); err != nil {
-			b.Fatal(err)
-		}
-	}
+	prefix := recordBenchEvents(b, schema, "evt_runs")
 	result := []byte(`{"status_code":200}`)
 	var next atomic.Int64
 	b.ReportAllocs()
@@ -182,4 +172,17 @@ func BenchmarkRunBatcher(b *testing.B) {
 	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// recordBenchEvents records b.N events to claim, ids <prefix>_<time>_<n>,
+// and returns the ids' common prefix.
+func recordBenchEvents(b *testing.B, schema *pgtest.Schema, prefix string) string {
+	b.Helper()
+	prefix = fmt.Sprintf("%s_%d_", prefix, time.Now().UnixNano())
+	for from := 0; from < b.N; from += 256 {
+		if _, err := dedupe.RecordBatch(context.Background(), schema.Pool, benchEvents(prefix, from, min(256, b.N-from))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return prefix
 }
