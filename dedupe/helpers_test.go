@@ -121,9 +121,10 @@ func ids(prefix string, n int) []string {
 	return out
 }
 
-// indexScans returns how many times fn's statements scanned index, fn
-// running on a Store of one connection so the count is that backend's.
-func (b *bundle) indexScans(t *testing.T, index string, fn func(*dedupe.Store)) int64 {
+// statDelta returns how much the statistics function stat (such as
+// pg_stat_get_numscans) grew for relation rel while fn ran on a pool of
+// one connection, so the figure is that backend's.
+func (b *bundle) statDelta(t *testing.T, stat, rel string, fn func(*pgxpool.Pool)) int64 {
 	t.Helper()
 	ctx := testCtx(t)
 	cfg, err := pgxpool.ParseConfig(b.schema.URL)
@@ -136,9 +137,9 @@ func (b *bundle) indexScans(t *testing.T, index string, fn func(*dedupe.Store)) 
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	scans := func() int64 {
+	read := func() int64 {
 		var n int64
-		if err := pool.QueryRow(ctx, `SELECT pg_stat_get_numscans($1::regclass)`, index).Scan(&n); err != nil {
+		if err := pool.QueryRow(ctx, `SELECT `+stat+`($1::regclass)`, rel).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -154,8 +155,14 @@ func (b *bundle) indexScans(t *testing.T, index string, fn func(*dedupe.Store)) 
 		}
 	}
 	flush()
-	before := scans()
-	fn(dedupe.New(pool))
+	before := read()
+	fn(pool)
 	flush()
-	return scans() - before
+	return read() - before
+}
+
+// indexScans returns how many times fn's statements scanned index.
+func (b *bundle) indexScans(t *testing.T, index string, fn func(*dedupe.Store)) int64 {
+	t.Helper()
+	return b.statDelta(t, "pg_stat_get_numscans", index, func(p *pgxpool.Pool) { fn(dedupe.New(p)) })
 }

@@ -1,10 +1,13 @@
 package dedupe_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/internal/pgtest"
@@ -14,6 +17,53 @@ func event(source, id string) dedupe.Event {
 	return dedupe.Event{
 		Source: source, ExternalID: id, ContentType: "application/json",
 		Headers: []byte(`{"X-Test":["1"]}`), Payload: []byte(`{"id":"` + id + `"}`),
+	}
+}
+
+// TestRepeatIsHOT: counting a repeat delivery rewrites the row in its own
+// page (a HOT update, no index entries), which needs the room the events
+// table's fillfactor leaves on each page for 1 KiB payloads. One event of
+// each page is repeated, so every update finds the page as the inserts
+// left it.
+func TestRepeatIsHOT(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	payload := bytes.Repeat([]byte("x"), 1024)
+	var evs []dedupe.Event
+	for i := range 60 {
+		evs = append(evs, dedupe.Event{Source: "src", ExternalID: fmt.Sprintf("evt_%02d", i),
+			ContentType: "application/json", Payload: payload})
+	}
+	if _, err := dedupe.RecordBatch(ctx, b.schema.Pool, evs); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := b.schema.Pool.Query(ctx, `SELECT DISTINCT ON ((ctid::text::point)[0]) external_id FROM events ORDER BY (ctid::text::point)[0]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firsts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hot int64
+	err = pgx.BeginFunc(ctx, b.schema.Pool, func(tx pgx.Tx) error {
+		for _, id := range firsts {
+			if _, err := dedupe.RecordBatch(ctx, tx, []dedupe.Event{{Source: "src", ExternalID: id,
+				ContentType: "application/json", Payload: payload}}); err != nil {
+				return err
+			}
+		}
+		return tx.QueryRow(ctx, `SELECT pg_stat_get_xact_tuples_hot_updated('events'::regclass)`).Scan(&hot)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hot != int64(len(firsts)) {
+		t.Errorf("%d of %d repeats (one per page) were HOT updates, want all", hot, len(firsts))
+	}
+	if n := b.count(t, `SELECT count(*) FROM events WHERE deliveries = 2`); n != len(firsts) {
+		t.Errorf("%d events counted twice, want %d", n, len(firsts))
 	}
 }
 
