@@ -14,7 +14,7 @@ import (
 type ServerConfig struct {
 	// Queue is the Asynq queue to work. Defaults to DefaultQueue.
 	Queue string
-	// Concurrency is the number of tasks run at once. Defaults to 128:
+	// Concurrency is the number of tasks run at once. Defaults to 256:
 	// a task mostly waits (on Redis, Postgres, the destination), and more
 	// of them in flight make larger claim and outcome batches.
 	Concurrency int
@@ -40,7 +40,7 @@ func NewServer(rdb redis.UniversalClient, h *Handler, cfg ServerConfig) *Server 
 		cfg.Queue = DefaultQueue
 	}
 	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 128
+		cfg.Concurrency = 256
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 20 * time.Second
