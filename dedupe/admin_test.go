@@ -246,10 +246,10 @@ func TestImportEventsIsIdempotent(t *testing.T) {
 	if err != nil || slices.Contains(again, true) {
 		t.Fatalf("rerun inserted %v, %v", again, err)
 	}
-	if n := b.count(t, `SELECT deliveries FROM events WHERE external_id = 'live'`); n != 1 {
+	if n := b.schema.Int(t, `SELECT deliveries FROM events WHERE external_id = 'live'`); n != 1 {
 		t.Errorf("an import changed a live event's deliveries to %d", n)
 	}
-	if n := b.count(t, `SELECT count(*) FROM events WHERE enqueued_at IS NULL AND external_id = 'i1'`); n != 1 {
+	if n := b.schema.Int(t, `SELECT count(*) FROM events WHERE enqueued_at IS NULL AND external_id = 'i1'`); n != 1 {
 		t.Errorf("imported event is not pending for the relay")
 	}
 }

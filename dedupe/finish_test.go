@@ -36,7 +36,7 @@ func TestFinish(t *testing.T) {
 			t.Fatalf("run %+v changed by a lost claim", r)
 		}
 		// ...but its call is still logged.
-		if n := b.count(t, `SELECT count(*) FROM delivery_attempts WHERE key = $1 AND call = $2`, req.Key, old.Call); n != 1 {
+		if n := b.schema.Int(t, `SELECT count(*) FROM delivery_attempts WHERE key = $1 AND call = $2`, req.Key, old.Call); n != 1 {
 			t.Fatalf("%d logged calls for the lost claim, want 1", n)
 		}
 		mustFinish(t, b, req.Key, dedupe.Finish{Kind: dedupe.FinishDone, Call: cur.Call, Called: true, StatusCode: 201, Result: []byte(`{"status_code":201}`)})
@@ -78,7 +78,7 @@ func TestFinish(t *testing.T) {
 		if scans != 0 {
 			t.Errorf("finishing scanned the index of running runs %d times; want lookups by key", scans)
 		}
-		if n := b.count(t, `SELECT count(*) FROM job_runs WHERE key LIKE 'src:dst:evt_%' AND status = 'done'`); n != len(claims) {
+		if n := b.schema.Int(t, `SELECT count(*) FROM job_runs WHERE key LIKE 'src:dst:evt_%' AND status = 'done'`); n != len(claims) {
 			t.Errorf("%d runs done, want %d", n, len(claims))
 		}
 	})
@@ -104,7 +104,7 @@ func TestFinish(t *testing.T) {
 		if r.CompletedAt == nil || r.LastError == nil || *r.LastError != "HTTP 500" || r.Calls != 3 {
 			t.Fatalf("dead run %+v, want completed with its last error after 3 calls", r)
 		}
-		if n := b.count(t, `SELECT count(*) FROM delivery_attempts WHERE key = $1 AND NOT succeeded AND status_code = 500`, req.Key); n != 3 {
+		if n := b.schema.Int(t, `SELECT count(*) FROM delivery_attempts WHERE key = $1 AND NOT succeeded AND status_code = 500`, req.Key); n != 3 {
 			t.Fatalf("%d logged failed calls, want 3", n)
 		}
 	})
@@ -144,7 +144,7 @@ func TestFinish(t *testing.T) {
 		req := claimReq("evt_1", 5, time.Minute)
 		c := mustClaim(t, b, req, dedupe.Claimed)
 		mustFinish(t, b, req.Key, dedupe.Finish{Kind: dedupe.FinishStale, Call: c.Call})
-		if n := b.count(t, `SELECT count(*) FROM delivery_attempts`); n != 0 {
+		if n := b.schema.Int(t, `SELECT count(*) FROM delivery_attempts`); n != 0 {
 			t.Fatalf("%d logged calls for a stale skip, want 0", n)
 		}
 	})

@@ -83,15 +83,6 @@ func (b *bundle) exec(t *testing.T, sql string, args ...any) {
 	}
 }
 
-func (b *bundle) count(t *testing.T, sql string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := b.schema.Pool.QueryRow(testCtx(t), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
-
 func mustClaim(t *testing.T, b *bundle, req dedupe.ClaimRequest, want dedupe.ClaimOutcome) dedupe.Claim {
 	t.Helper()
 	c, err := b.store.Claim(testCtx(t), req)

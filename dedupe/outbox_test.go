@@ -48,14 +48,14 @@ func TestMarkEnqueued(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if n := b.count(t, `SELECT count(*) FROM events WHERE external_id LIKE 'new_%' AND enqueued_at IS NOT NULL`); n != 8 {
+	if n := b.schema.Int(t, `SELECT count(*) FROM events WHERE external_id LIKE 'new_%' AND enqueued_at IS NOT NULL`); n != 8 {
 		t.Errorf("%d new events marked, want the 8 given", n)
 	}
-	if n := b.count(t, `SELECT count(*) FROM events WHERE external_id = ANY($1) AND enqueued_at IS NULL`,
+	if n := b.schema.Int(t, `SELECT count(*) FROM events WHERE external_id = ANY($1) AND enqueued_at IS NULL`,
 		[]string{"new_8", "new_9", "new_10", "new_11", "new_12", "new_13", "new_14", "new_15"}); n != 8 {
 		t.Errorf("%d of the events not given are still pending, want 8", n)
 	}
-	if n := b.count(t, `SELECT count(*) FROM events WHERE external_id = 'old_1' AND enqueued_at < now() - interval '30 minutes'`); n != 1 {
+	if n := b.schema.Int(t, `SELECT count(*) FROM events WHERE external_id = 'old_1' AND enqueued_at < now() - interval '30 minutes'`); n != 1 {
 		t.Errorf("an event handed off before had its hand-off time moved")
 	}
 	pending, err := b.store.PendingCount(ctx)

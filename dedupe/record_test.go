@@ -62,7 +62,7 @@ func TestRepeatIsHOT(t *testing.T) {
 	if hot != int64(len(firsts)) {
 		t.Errorf("%d of %d repeats (one per page) were HOT updates, want all", hot, len(firsts))
 	}
-	if n := b.count(t, `SELECT count(*) FROM events WHERE deliveries = 2`); n != len(firsts) {
+	if n := b.schema.Int(t, `SELECT count(*) FROM events WHERE deliveries = 2`); n != len(firsts) {
 		t.Errorf("%d events counted twice, want %d", n, len(firsts))
 	}
 }

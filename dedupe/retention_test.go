@@ -45,19 +45,19 @@ func TestRetention(t *testing.T) {
 		if res.Batches < 9 {
 			t.Fatalf("%d batches, want at least 9 (bounded batches)", res.Batches)
 		}
-		if n := b.count(t, `SELECT count(*) FROM events`); n != 6 {
+		if n := b.schema.Int(t, `SELECT count(*) FROM events`); n != 6 {
 			t.Fatalf("%d events left, want 4 new + old_running + old_redelivered", n)
 		}
-		if n := b.count(t, `SELECT count(*) FROM events WHERE external_id IN ('old_running', 'old_redelivered')`); n != 2 {
+		if n := b.schema.Int(t, `SELECT count(*) FROM events WHERE external_id IN ('old_running', 'old_redelivered')`); n != 2 {
 			t.Fatalf("the running and the redelivered event were deleted")
 		}
-		if n := b.count(t, `SELECT count(*) FROM job_runs WHERE external_id LIKE 'new%'`); n != 4 {
+		if n := b.schema.Int(t, `SELECT count(*) FROM job_runs WHERE external_id LIKE 'new%'`); n != 4 {
 			t.Fatalf("%d new runs left, want 4", n)
 		}
-		if n := b.count(t, `SELECT count(*) FROM delivery_attempts`); n != 4 {
+		if n := b.schema.Int(t, `SELECT count(*) FROM delivery_attempts`); n != 4 {
 			t.Fatalf("%d logged calls left, want 4", n)
 		}
-		if n := b.count(t, `SELECT count(*) FROM entity_versions`); n != 1 {
+		if n := b.schema.Int(t, `SELECT count(*) FROM entity_versions`); n != 1 {
 			t.Fatalf("entity versions were deleted; they guard ordering")
 		}
 		last, err := b.store.LastMaintenance(testCtx(t), dedupe.KindRetention)
@@ -72,7 +72,7 @@ func TestRetention(t *testing.T) {
 		if err != nil || again.Total() != 0 {
 			t.Fatalf("second run %+v, %v", again, err)
 		}
-		if n := b.count(t, `SELECT count(*) FROM maintenance_runs WHERE kind = 'retention'`); n != 2 {
+		if n := b.schema.Int(t, `SELECT count(*) FROM maintenance_runs WHERE kind = 'retention'`); n != 2 {
 			t.Fatalf("%d recorded runs, want 2", n)
 		}
 	})
@@ -95,7 +95,7 @@ func TestRetention(t *testing.T) {
 		if err != nil || res.Ran {
 			t.Fatalf("run while another replica holds the lock: %+v, %v; want skipped", res, err)
 		}
-		if n := b.count(t, `SELECT count(*) FROM maintenance_runs`); n != 0 {
+		if n := b.schema.Int(t, `SELECT count(*) FROM maintenance_runs`); n != 0 {
 			t.Fatalf("a skipped run was recorded")
 		}
 		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock($1, hashtext(current_schema()))`, int32(0x77656202)); err != nil {

@@ -97,7 +97,7 @@ func TestRunBatcherRaces(t *testing.T) {
 			t.Errorf("key %d reclaim: %v %+v %s", k, err, again, again.Result)
 		}
 	}
-	if n := b.count(t, `SELECT count(*) FROM delivery_attempts`); n != 2*keys {
+	if n := b.schema.Int(t, `SELECT count(*) FROM delivery_attempts`); n != 2*keys {
 		t.Errorf("%d attempts logged, want %d (every call, also the stale one)", n, 2*keys)
 	}
 }

@@ -117,7 +117,7 @@ func TestSweepExpired(t *testing.T) {
 				t.Errorf("%s reset %d times", k, n)
 			}
 		}
-		if n := b.count(t, `SELECT count(*) FROM job_runs WHERE status = 'failed' AND attempts = 1`); n != 30 {
+		if n := b.schema.Int(t, `SELECT count(*) FROM job_runs WHERE status = 'failed' AND attempts = 1`); n != 30 {
 			t.Fatalf("%d runs reset with attempts 1, want 30", n)
 		}
 	})

@@ -40,15 +40,6 @@ func eventBody(id string) []byte {
 	return fmt.Appendf(nil, `{"id":%q,"type":"charge.succeeded","data":{"object":{"id":"ch_1","amount":100}}}`, id)
 }
 
-func countEvents(t *testing.T, p *pipelinetest.Pipeline) int {
-	t.Helper()
-	var n int
-	if err := p.Schema.Pool.QueryRow(context.Background(), `SELECT count(*) FROM events`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 func TestIngestAnswers(t *testing.T) {
 	t.Parallel()
 	dest := newDestination(t)
@@ -175,7 +166,7 @@ WHERE e.source = 'stripe' AND e.external_id = 'evt_first'`).Scan(&deliveries, &s
 			if path == "" {
 				path = "/webhooks/stripe"
 			}
-			before := countEvents(t, p)
+			before := p.Schema.Int(t, `SELECT count(*) FROM events`)
 			code, answer := p.Post(t, path, tc.givenHeader(tc.givenBody), tc.givenBody)
 			if code != tc.expectCode {
 				t.Fatalf("got %d %s, want %d", code, answer, tc.expectCode)
@@ -189,7 +180,7 @@ WHERE e.source = 'stripe' AND e.external_id = 'evt_first'`).Scan(&deliveries, &s
 			if strings.Contains(string(answer), pipelinetest.Secret) {
 				t.Errorf("answer echoes the secret: %s", answer)
 			}
-			if after := countEvents(t, p); after != before {
+			if after := p.Schema.Int(t, `SELECT count(*) FROM events`); after != before {
 				t.Errorf("rejected delivery changed the events table: %d -> %d rows", before, after)
 			}
 		})

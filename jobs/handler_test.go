@@ -137,7 +137,7 @@ func TestDeliverOutcomes(t *testing.T) {
 			if c.Key != key || c.Attempt != "1" || c.Source != "src" || c.EventID != "evt_1" || c.Body != body || c.ContentType != "application/json" {
 				t.Fatalf("destination saw %+v", c)
 			}
-			if n := b.count(t, `SELECT count(*) FROM delivery_attempts WHERE key = $1 AND call = 1`, key); n != 1 {
+			if n := b.schema.Int(t, `SELECT count(*) FROM delivery_attempts WHERE key = $1 AND call = 1`, key); n != 1 {
 				t.Fatalf("%d logged calls, want 1", n)
 			}
 		})

@@ -149,15 +149,6 @@ SELECT status, attempts, calls, permanent, last_error, result::text, held_until 
 	return r
 }
 
-func (b *bundle) count(t *testing.T, sql string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := b.schema.Pool.QueryRow(testCtx(t), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
-
 // queue is a running Asynq worker and client on the test's own Redis DB.
 type queue struct {
 	redis    *redistest.DB
@@ -182,18 +173,6 @@ func (b *bundle) startWorker(t *testing.T) *queue {
 	t.Cleanup(srv.Shutdown)
 	insp := asynq.NewInspectorFromRedisClient(r.Client)
 	return &queue{redis: r, enqueuer: enq, insp: insp}
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // status returns a run's status, or "" while it has no row.

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/internal/pipelinetest"
 	"github.com/webhookd/webhookd/jobs"
 )
 
@@ -36,14 +37,14 @@ func TestMaintenance(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); m.Run(runCtx) }()
-	waitFor(t, 10*time.Second, "a retention run and a duplicate check", func() bool {
+	pipelinetest.Eventually(t, 10*time.Second, "a retention run and a duplicate check", func() bool {
 		return metricValue(t, reg, "webhookd_maintenance_runs_total", "job", dedupe.KindRetention) >= 2 &&
 			metricValue(t, reg, "webhookd_maintenance_runs_total", "job", dedupe.KindDuplicateCheck) >= 2
 	})
 	stop()
 	<-done
 
-	if n := b.count(t, `SELECT count(*) FROM events`); n != 1 {
+	if n := b.schema.Int(t, `SELECT count(*) FROM events`); n != 1 {
 		t.Fatalf("%d events left, want only the new one", n)
 	}
 	if v := metricValue(t, reg, "webhookd_retention_rows_deleted_total", "table", "events"); v != 1 {
@@ -56,7 +57,7 @@ func TestMaintenance(t *testing.T) {
 	if v := metricValue(t, reg, "webhookd_duplicate_keys", "", ""); v != 1 {
 		t.Fatalf("duplicate keys metric %v, want 1", v)
 	}
-	if n := b.count(t, `SELECT count(*) FROM maintenance_runs WHERE kind = 'duplicate_check' AND found = 1`); n < 1 {
+	if n := b.schema.Int(t, `SELECT count(*) FROM maintenance_runs WHERE kind = 'duplicate_check' AND found = 1`); n < 1 {
 		t.Fatalf("duplicate check runs not recorded")
 	}
 

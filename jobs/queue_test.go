@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/internal/pipelinetest"
 	"github.com/webhookd/webhookd/jobs"
 )
 
@@ -38,7 +39,7 @@ func TestQueueRateLimitHoldDoesNotSpendAttempts(t *testing.T) {
 	if err := q.enqueuer.Enqueue(testCtx(t), p); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "the run to be done", func() bool { return b.status(t, p.Key()) == dedupe.StatusDone })
+	pipelinetest.Eventually(t, 15*time.Second, "the run to be done", func() bool { return b.status(t, p.Key()) == dedupe.StatusDone })
 	calls := d.Calls()
 	if len(calls) != 2 || calls[0].Key != p.Key() || calls[1].Key != p.Key() || calls[0].Attempt != "1" || calls[1].Attempt != "2" {
 		t.Fatalf("destination saw %+v, want 2 calls with the key, attempts 1 and 2", calls)
@@ -104,7 +105,7 @@ func TestQueuePermanentFailureAndDead(t *testing.T) {
 // waitArchived waits until Asynq archived the task: it will not run again.
 func waitArchived(t *testing.T, q *queue, key string) {
 	t.Helper()
-	waitFor(t, 20*time.Second, "task "+key+" archived", func() bool {
+	pipelinetest.Eventually(t, 20*time.Second, "task "+key+" archived", func() bool {
 		info, err := q.insp.GetTaskInfo(q.redis.Queue, key)
 		return err == nil && info.State == asynq.TaskStateArchived
 	})
@@ -125,11 +126,11 @@ func TestQueueOrdering(t *testing.T) {
 		if err := q.enqueuer.Enqueue(testCtx(t), p2); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "v2 done", func() bool { return b.status(t, p2.Key()) == dedupe.StatusDone })
+		pipelinetest.Eventually(t, 10*time.Second, "v2 done", func() bool { return b.status(t, p2.Key()) == dedupe.StatusDone })
 		if err := q.enqueuer.Enqueue(testCtx(t), p1); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "v1 skipped", func() bool { return b.status(t, p1.Key()) == dedupe.StatusSkippedStale })
+		pipelinetest.Eventually(t, 10*time.Second, "v1 skipped", func() bool { return b.status(t, p1.Key()) == dedupe.StatusSkippedStale })
 		calls := d.Calls()
 		if len(calls) != 1 || calls[0].EventID != "evt_v2" {
 			t.Fatalf("destination saw %+v, want only v2", calls)
@@ -173,8 +174,8 @@ func TestQueueOrdering(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		waitFor(t, 60*time.Second, "every run settled", func() bool {
-			return b.count(t, `SELECT count(*) FROM job_runs WHERE status IN ('done', 'skipped_stale')`) == entities*versions
+		pipelinetest.Eventually(t, 60*time.Second, "every run settled", func() bool {
+			return b.schema.Int(t, `SELECT count(*) FROM job_runs WHERE status IN ('done', 'skipped_stale')`) == entities*versions
 		})
 		// Arrival order at the destination, per entity.
 		for _, c := range d.Calls() {
@@ -198,7 +199,7 @@ func TestQueueOrdering(t *testing.T) {
 				t.Fatalf("entity %d: newest forwarded %d, want %d", e, newest[strconv.Itoa(e)], versions)
 			}
 		}
-		if n := b.count(t, `SELECT count(*) FROM delivery_attempts WHERE succeeded GROUP BY key ORDER BY 1 DESC LIMIT 1`); n != 1 {
+		if n := b.schema.Int(t, `SELECT count(*) FROM delivery_attempts WHERE succeeded GROUP BY key ORDER BY 1 DESC LIMIT 1`); n != 1 {
 			t.Fatalf("a key was delivered %d times", n)
 		}
 	})
@@ -224,7 +225,7 @@ func TestSweeperRecoversAKilledRunWithTheSameKey(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("sweep: %d, %v; want 1 reset", n, err)
 	}
-	waitFor(t, 10*time.Second, "the retried run to be done", func() bool { return b.status(t, p.Key()) == dedupe.StatusDone })
+	pipelinetest.Eventually(t, 10*time.Second, "the retried run to be done", func() bool { return b.status(t, p.Key()) == dedupe.StatusDone })
 	calls := d.Calls()
 	if len(calls) != 1 || calls[0].Key != p.Key() || calls[0].Attempt != "2" {
 		t.Fatalf("destination saw %+v, want one call with the same key as attempt 2", calls)
@@ -254,8 +255,8 @@ func TestRelayEnqueuesPendingEvents(t *testing.T) {
 	if n, _ := r.ScanOnce(testCtx(t)); n != 0 {
 		t.Fatalf("second scan enqueued %d, want 0", n)
 	}
-	waitFor(t, 10*time.Second, "5 deliveries", func() bool { return len(d.Calls()) == 5 })
-	if n := b.count(t, `SELECT count(*) FROM events WHERE enqueued_at IS NULL`); n != 0 {
+	pipelinetest.Eventually(t, 10*time.Second, "5 deliveries", func() bool { return len(d.Calls()) == 5 })
+	if n := b.schema.Int(t, `SELECT count(*) FROM events WHERE enqueued_at IS NULL`); n != 0 {
 		t.Fatalf("%d events still pending", n)
 	}
 }

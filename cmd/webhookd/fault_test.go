@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/internal/pgtest"
+	"github.com/webhookd/webhookd/internal/pipelinetest"
 	"github.com/webhookd/webhookd/internal/proctest"
 	"github.com/webhookd/webhookd/internal/redistest"
 )
@@ -145,28 +146,6 @@ func mustSend(t *testing.T, gatewayURL, id string, want ...int) {
 	t.Fatalf("sending %s: HTTP %d, want %v", id, code, want)
 }
 
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func queryInt(t *testing.T, s *pgtest.Schema, sql string, args ...any) int {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var n int
-	if err := s.Pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
-
 // checkNoDuplicates runs `webhookd check duplicates`, the operator's
 // proof, and fails the test unless it exits 0.
 func checkNoDuplicates(t *testing.T, bin, config string) {
@@ -218,8 +197,8 @@ func TestFaultWorkerKilledMidCall(t *testing.T) {
 	}
 	// Settled before the kill: a call whose outcome was not stored yet
 	// would rightly be repeated (same key) after the crash.
-	waitUntil(t, 30*time.Second, "the first events done", func() bool {
-		return queryInt(t, schema, `SELECT count(*) FROM job_runs WHERE status = 'done'`) == 2
+	pipelinetest.Eventually(t, 30*time.Second, "the first events done", func() bool {
+		return schema.Int(t, `SELECT count(*) FROM job_runs WHERE status = 'done'`) == 2
 	})
 	mustSend(t, gw.URL(), victim, http.StatusAccepted)
 	select {
@@ -234,8 +213,8 @@ func TestFaultWorkerKilledMidCall(t *testing.T) {
 		mustSend(t, gw.URL(), id, http.StatusAccepted)
 	}
 
-	waitUntil(t, 150*time.Second, "the victim's run to be done", func() bool {
-		return queryInt(t, schema, `SELECT count(*) FROM job_runs WHERE key = $1 AND status = 'done'`, keyOf(victim)) == 1
+	pipelinetest.Eventually(t, 150*time.Second, "the victim's run to be done", func() bool {
+		return schema.Int(t, `SELECT count(*) FROM job_runs WHERE key = $1 AND status = 'done'`, keyOf(victim)) == 1
 	})
 	t.Logf("victim recovered %s after the kill", time.Since(killedAt).Round(time.Second))
 	calls := dest.callsOf(keyOf(victim))
@@ -249,10 +228,10 @@ func TestFaultWorkerKilledMidCall(t *testing.T) {
 		}
 	}
 	dest.mu.Unlock()
-	if n := queryInt(t, schema, `SELECT attempts FROM job_runs WHERE key = $1`, keyOf(victim)); n < 1 {
+	if n := schema.Int(t, `SELECT attempts FROM job_runs WHERE key = $1`, keyOf(victim)); n < 1 {
 		t.Fatalf("victim's run has %d attempts, want the crash counted", n)
 	}
-	if n := queryInt(t, schema, `SELECT calls FROM job_runs WHERE key = $1`, keyOf(victim)); n < 2 {
+	if n := schema.Int(t, `SELECT calls FROM job_runs WHERE key = $1`, keyOf(victim)); n < 2 {
 		t.Fatalf("victim's run has %d calls, want ≥ 2", n)
 	}
 	for _, id := range others {
@@ -260,7 +239,7 @@ func TestFaultWorkerKilledMidCall(t *testing.T) {
 			t.Errorf("%s: calls %v, want exactly one (attempt 1)", id, c)
 		}
 	}
-	if n := queryInt(t, schema, `SELECT count(*) FROM job_runs WHERE status = 'done'`); n != len(others)+1 {
+	if n := schema.Int(t, `SELECT count(*) FROM job_runs WHERE status = 'done'`); n != len(others)+1 {
 		t.Fatalf("%d runs done, want %d", n, len(others)+1)
 	}
 	if !strings.Contains(w2.Logs(), "lease passed") {
@@ -310,14 +289,14 @@ func TestFaultRedisDownAtIngest(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	if got := queryInt(t, schema, `SELECT count(*) FROM events WHERE enqueued_at IS NULL`); got != n {
+	if got := schema.Int(t, `SELECT count(*) FROM events WHERE enqueued_at IS NULL`); got != n {
 		t.Fatalf("%d events pending hand-off while Redis is down, want %d", got, n)
 	}
 	time.Sleep(time.Second) // the relay keeps failing meanwhile
 	redis.Start()
 	restarted := time.Now()
 
-	waitUntil(t, 60*time.Second, "all 50 delivered", func() bool {
+	pipelinetest.Eventually(t, 60*time.Second, "all 50 delivered", func() bool {
 		k, _ := dest.keys()
 		return k == n
 	})
@@ -326,8 +305,8 @@ func TestFaultRedisDownAtIngest(t *testing.T) {
 	if k, repeated := dest.keys(); k != n || len(repeated) > 0 {
 		t.Fatalf("%d keys delivered, repeated: %v; want %d, each once", k, repeated, n)
 	}
-	waitUntil(t, 10*time.Second, "all runs done", func() bool {
-		return queryInt(t, schema, `SELECT count(*) FROM job_runs WHERE status = 'done'`) == n
+	pipelinetest.Eventually(t, 10*time.Second, "all runs done", func() bool {
+		return schema.Int(t, `SELECT count(*) FROM job_runs WHERE status = 'done'`) == n
 	})
 	checkNoDuplicates(t, bin, cfg)
 	t.Logf("took %s", time.Since(start).Round(time.Millisecond))
@@ -354,7 +333,7 @@ func TestFaultPostgresDown(t *testing.T) {
 	srv := proctest.StartWebhookd(t, "serve", bin, "serve", cfg)
 
 	mustSend(t, srv.URL(), "evt_before", http.StatusAccepted)
-	waitUntil(t, 20*time.Second, "evt_before delivered", func() bool { return len(dest.callsOf(keyOf("evt_before"))) == 1 })
+	pipelinetest.Eventually(t, 20*time.Second, "evt_before delivered", func() bool { return len(dest.callsOf(keyOf("evt_before"))) == 1 })
 
 	proxy.Cut()
 	cutAt := time.Now()
@@ -372,14 +351,14 @@ func TestFaultPostgresDown(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
-	if n := queryInt(t, schema, `SELECT count(*) FROM events WHERE external_id LIKE 'evt_during%'`); n != 0 {
+	if n := schema.Int(t, `SELECT count(*) FROM events WHERE external_id LIKE 'evt_during%'`); n != 0 {
 		t.Fatalf("%d events recorded while answering 503", n)
 	}
 
 	t.Logf("three 503s within %s of the cut", time.Since(cutAt).Round(time.Millisecond))
 	proxy.Restore()
 	restoredAt := time.Now()
-	waitUntil(t, 30*time.Second, "the sender's retry to be accepted", func() bool {
+	pipelinetest.Eventually(t, 30*time.Second, "the sender's retry to be accepted", func() bool {
 		code, err := send(srv.URL(), "evt_during_1")
 		return err == nil && code == http.StatusAccepted
 	})
@@ -387,7 +366,7 @@ func TestFaultPostgresDown(t *testing.T) {
 	mustSend(t, srv.URL(), "evt_during_2", http.StatusAccepted)
 	mustSend(t, srv.URL(), "evt_during_3", http.StatusAccepted)
 	mustSend(t, srv.URL(), "evt_during_1", http.StatusOK) // a repeat now
-	waitUntil(t, 30*time.Second, "the retried events delivered", func() bool {
+	pipelinetest.Eventually(t, 30*time.Second, "the retried events delivered", func() bool {
 		k, _ := dest.keys()
 		return k == 4
 	})
@@ -421,15 +400,15 @@ func TestFaultKilledBetweenCommitAndEnqueue(t *testing.T) {
 	if code := gw.Wait(10 * time.Second); code != 3 {
 		t.Fatalf("faulty gateway exited %d, want 3 (the injected fault)", code)
 	}
-	if n := queryInt(t, schema, `SELECT count(*) FROM events WHERE external_id = 'evt_orphan' AND enqueued_at IS NULL`); n != 1 {
+	if n := schema.Int(t, `SELECT count(*) FROM events WHERE external_id = 'evt_orphan' AND enqueued_at IS NULL`); n != 1 {
 		t.Fatalf("the committed, never enqueued event is not there (%d rows)", n)
 	}
-	if n := queryInt(t, schema, `SELECT count(*) FROM job_runs`); n != 0 {
+	if n := schema.Int(t, `SELECT count(*) FROM job_runs`); n != 0 {
 		t.Fatalf("%d runs before any hand-off", n)
 	}
 
 	gw2 := proctest.StartWebhookd(t, "gateway-2", bin, "gateway", cfg)
-	waitUntil(t, 30*time.Second, "the relay to deliver the orphan", func() bool {
+	pipelinetest.Eventually(t, 30*time.Second, "the relay to deliver the orphan", func() bool {
 		return len(dest.callsOf(keyOf("evt_orphan"))) == 1
 	})
 	mustSend(t, gw2.URL(), "evt_orphan", http.StatusOK) // the sender's retry
@@ -437,8 +416,8 @@ func TestFaultKilledBetweenCommitAndEnqueue(t *testing.T) {
 	if c := dest.callsOf(keyOf("evt_orphan")); len(c) != 1 {
 		t.Fatalf("orphan delivered %d times, want once", len(c))
 	}
-	waitUntil(t, 10*time.Second, "the run to be done", func() bool {
-		return queryInt(t, schema, `SELECT count(*) FROM job_runs WHERE key = $1 AND status = 'done'`, keyOf("evt_orphan")) == 1
+	pipelinetest.Eventually(t, 10*time.Second, "the run to be done", func() bool {
+		return schema.Int(t, `SELECT count(*) FROM job_runs WHERE key = $1 AND status = 'done'`, keyOf("evt_orphan")) == 1
 	})
 	var deliveries int
 	if err := schema.Pool.QueryRow(context.Background(), `SELECT deliveries FROM events WHERE external_id = 'evt_orphan'`).Scan(&deliveries); err != nil || deliveries != 2 {
@@ -499,13 +478,13 @@ func TestFaultReplicas(t *testing.T) {
 	if accepted != events {
 		t.Fatalf("%d answers were 202 (first delivery), want exactly %d", accepted, events)
 	}
-	if n := queryInt(t, schema, `SELECT count(*) FROM events`); n != events {
+	if n := schema.Int(t, `SELECT count(*) FROM events`); n != events {
 		t.Fatalf("%d event rows, want %d", n, events)
 	}
-	if n := queryInt(t, schema, `SELECT sum(deliveries)::int FROM events`); n != events*copies*len(gws) {
+	if n := schema.Int(t, `SELECT sum(deliveries)::int FROM events`); n != events*copies*len(gws) {
 		t.Fatalf("%d deliveries counted, want %d", n, events*copies*len(gws))
 	}
-	waitUntil(t, 30*time.Second, "every event delivered", func() bool { k, _ := dest.keys(); return k == events })
+	pipelinetest.Eventually(t, 30*time.Second, "every event delivered", func() bool { k, _ := dest.keys(); return k == events })
 	time.Sleep(time.Second)
 	if k, repeated := dest.keys(); k != events || len(repeated) > 0 {
 		t.Fatalf("%d keys delivered, repeated %v; want %d, each once", k, repeated, events)
@@ -565,7 +544,7 @@ func TestFaultSIGTERMUnderLoad(t *testing.T) {
 		t.Fatal("no event was acknowledged")
 	}
 	proctest.StartWebhookd(t, "serve-2", bin, "serve", cfg)
-	waitUntil(t, 60*time.Second, "every acknowledged event delivered", func() bool {
+	pipelinetest.Eventually(t, 60*time.Second, "every acknowledged event delivered", func() bool {
 		for _, id := range acked {
 			if len(dest.callsOf(keyOf(id))) == 0 {
 				return false
@@ -597,8 +576,8 @@ func TestProcessRetention(t *testing.T) {
 	for _, id := range []string{"evt_old", "evt_new"} {
 		mustSend(t, gw.URL(), id, http.StatusAccepted)
 	}
-	waitUntil(t, 10*time.Second, "both events recorded", func() bool {
-		return queryInt(t, schema, `SELECT count(*) FROM events`) == 2
+	pipelinetest.Eventually(t, 10*time.Second, "both events recorded", func() bool {
+		return schema.Int(t, `SELECT count(*) FROM events`) == 2
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -608,18 +587,18 @@ func TestProcessRetention(t *testing.T) {
 	}
 	before := time.Now()
 	w := proctest.StartWebhookd(t, "worker", bin, "worker", cfg)
-	waitUntil(t, 30*time.Second, "the old event deleted", func() bool {
-		return queryInt(t, schema, `SELECT count(*) FROM events WHERE external_id = 'evt_old'`) == 0
+	pipelinetest.Eventually(t, 30*time.Second, "the old event deleted", func() bool {
+		return schema.Int(t, `SELECT count(*) FROM events WHERE external_id = 'evt_old'`) == 0
 	})
-	if n := queryInt(t, schema, `SELECT count(*) FROM events WHERE external_id = 'evt_new'`); n != 1 {
+	if n := schema.Int(t, `SELECT count(*) FROM events WHERE external_id = 'evt_new'`); n != 1 {
 		t.Fatalf("the new event was deleted")
 	}
 	// The run is recorded after its last batch commits, so the record
 	// may trail the deletion by a moment.
-	waitUntil(t, 10*time.Second, "a successful retention run recorded", func() bool {
-		return queryInt(t, schema, `SELECT count(*) FROM maintenance_runs WHERE kind = 'retention' AND error IS NULL AND rows_deleted >= 1`) >= 1
+	pipelinetest.Eventually(t, 10*time.Second, "a successful retention run recorded", func() bool {
+		return schema.Int(t, `SELECT count(*) FROM maintenance_runs WHERE kind = 'retention' AND error IS NULL AND rows_deleted >= 1`) >= 1
 	})
-	waitUntil(t, 10*time.Second, "the last-success metric", func() bool {
+	pipelinetest.Eventually(t, 10*time.Second, "the last-success metric", func() bool {
 		resp, err := http.Get(w.URL() + "/metrics")
 		if err != nil {
 			return false

@@ -92,13 +92,7 @@ sources:
       - {name: sink, url: %q}
 `, schema.URL, rdb.URL, rdb.Queue, pipelinetest.Secret, ds.URL))
 	file, good := writeExport(t)
-	count := func() int {
-		var n int
-		if err := p.Schema.Pool.QueryRow(t.Context(), `SELECT count(*) FROM events`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	count := func() int { return p.Schema.Int(t, `SELECT count(*) FROM events`) }
 
 	// Killed halfway: the export is fed through a pipe, the process is
 	// killed (SIGKILL) while it waits for more, with a batch half built.

@@ -106,3 +106,16 @@ func WithSearchPath(tb testing.TB, rawURL, schema string) string {
 	u.RawQuery = q.Encode()
 	return u.String()
 }
+
+// Int runs sql, which returns one integer (a count, a sum), in the schema
+// and returns it; a failing query fails the test.
+func (s *Schema) Int(tb testing.TB, sql string, args ...any) int {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var n int
+	if err := s.Pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+		tb.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
