@@ -27,7 +27,9 @@ func NewBatcher(db DB, cfg BatcherConfig) *Batcher {
 // Record records one delivery of ev and returns once the statement that
 // carried it has committed (or failed). If ctx ends first, Record returns
 // ctx's error; the event may still be committed, which is why an event's
-// hand-off is tracked in the table and not only in memory.
+// hand-off is tracked in the table and not only in memory. Its statement
+// may then still read ev: the caller must not reuse ev's byte slices
+// after an error.
 func (b *Batcher) Record(ctx context.Context, ev Event) (Recorded, error) {
 	return b.group.do(ctx, ev)
 }

@@ -55,7 +55,12 @@ func (s *Server) ingest(c echo.Context) error {
 
 	buf := bodyPool.Get().(*bytes.Buffer)
 	buf.Reset()
-	defer bodyPool.Put(buf)
+	recycle := true
+	defer func() {
+		if recycle {
+			bodyPool.Put(buf)
+		}
+	}()
 	if err := readBody(buf, req, s.cfg.MaxBodyBytes); err != nil {
 		if !errors.Is(err, ErrBodyTooLarge) {
 			s.metrics.observe(name, "rejected_unreadable", time.Since(start))
@@ -108,6 +113,10 @@ func (s *Server) ingest(c echo.Context) error {
 
 	rec, err := s.recorder.Record(ctx, ev)
 	if err != nil {
+		// A request that ended while its event waited leaves the event
+		// in its batch, still to be written: the body is not ours to
+		// reuse.
+		recycle = false
 		s.metrics.observe(name, "unavailable", time.Since(start))
 		log.ErrorContext(ctx, "could not record event; answering 503", slog.String("error", err.Error()))
 		if errors.Is(err, context.Canceled) {

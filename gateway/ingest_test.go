@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -367,5 +368,68 @@ func TestStoredHeaders(t *testing.T) {
 	}
 	if strings.Contains(stored, "hop-secret") || strings.Contains(stored, "Authorization") || strings.Contains(stored, "Cookie") {
 		t.Errorf("credentials stored with the event: %s", stored)
+	}
+}
+
+// TestCancelledRequestKeepsItsPayload: a sender gives up while its event
+// waits for a statement. The batch still commits the event, and what it
+// stores is that sender's body, not the bytes of a later request that
+// reused the buffer.
+func TestCancelledRequestKeepsItsPayload(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.Start(t, pipelinetest.Options{NoWorker: true})
+	ctx := t.Context()
+	// Inserts into events wait until the lock goes.
+	lock, err := p.Schema.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(context.Background())
+	if _, err := lock.Exec(ctx, `LOCK TABLE events IN SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	post := func(ctx context.Context, body []byte) error {
+		h, _, err := verify.Sign(p.Verify, body, time.Now(), "")
+		if err != nil {
+			return err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.Server.URL+"/webhooks/"+pipelinetest.Source, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header = h
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		return resp.Body.Close()
+	}
+	gone := eventBody("evt_gone_00")
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := post(short, gone); err == nil {
+		t.Fatal("the request was answered while events were locked")
+	}
+	// Later requests of the same size, waiting too.
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			if err := post(ctx, eventBody(fmt.Sprintf("evt_next_%02d", i))); err != nil {
+				t.Errorf("send: %v", err)
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := lock.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	var stored []byte
+	pipelinetest.Eventually(t, 10*time.Second, "the cancelled request's event", func() bool {
+		return p.Schema.Pool.QueryRow(ctx, `SELECT payload FROM events WHERE external_id = 'evt_gone_00'`).Scan(&stored) == nil
+	})
+	if !bytes.Equal(stored, gone) {
+		t.Fatalf("stored payload %q, want the sender's %q", stored, gone)
 	}
 }
