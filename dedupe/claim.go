@@ -89,12 +89,6 @@ type StoredEvent struct {
 	Payload []byte
 	// OrderEntity and OrderVersion are the ordering inputs, or empty.
 	OrderEntity, OrderVersion string
-	// HeadersJSON is the stored request headers as a JSON object.
-	HeadersJSON []byte
-	// ReceivedAt is the first delivery's time.
-	ReceivedAt time.Time
-	// Deliveries counts deliveries of the event.
-	Deliveries int
 }
 
 // claimSQL claims many keys at once: each is created as running, or a
@@ -135,8 +129,7 @@ SELECT i.key,
        COALESCE(c.attempts, cur.attempts, 0),
        cur.result,
        COALESCE(c.lease_until, cur.held_until, cur.lease_until),
-       e.content_type, e.payload, COALESCE(e.order_entity, ''), COALESCE(e.order_version, ''),
-       e.headers::text, e.received_at, e.deliveries
+       e.content_type, e.payload, COALESCE(e.order_entity, ''), COALESCE(e.order_version, '')
 FROM input i
 LEFT JOIN claimed c ON c.key = i.key
 LEFT JOIN job_runs cur ON c.key IS NULL AND cur.key = i.key
@@ -186,22 +179,19 @@ func (s *Store) claimBatch(ctx context.Context, reqs []ClaimRequest) ([]claimRes
 	goneCall := make(map[int]int) // claimed keys whose event is gone: their call
 	for rows.Next() {
 		var (
-			key        string
-			c          Claim
-			claimed    bool
-			status     *string
-			result     []byte
-			retryAt    *time.Time
-			ct         *string
-			payload    []byte
-			entity     *string
-			version    *string
-			headers    *string
-			receivedAt *time.Time
-			deliveries *int
+			key     string
+			c       Claim
+			claimed bool
+			status  *string
+			result  []byte
+			retryAt *time.Time
+			ct      *string
+			payload []byte
+			entity  *string
+			version *string
 		)
 		if err := rows.Scan(&key, &claimed, &status, &c.Call, &c.Attempts, &result, &retryAt,
-			&ct, &payload, &entity, &version, &headers, &receivedAt, &deliveries); err != nil {
+			&ct, &payload, &entity, &version); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("error reading claims: %w", err)
 		}
@@ -222,9 +212,6 @@ func (s *Store) claimBatch(ctx context.Context, reqs []ClaimRequest) ([]claimRes
 					Payload:      payload,
 					OrderEntity:  *entity,
 					OrderVersion: *version,
-					HeadersJSON:  []byte(*headers),
-					ReceivedAt:   *receivedAt,
-					Deliveries:   *deliveries,
 				}
 			}
 		default:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/internal/pipelinetest"
 )
 
 // raceClaims runs n claims of req at once and counts outcomes.
@@ -192,6 +193,10 @@ func TestClaimBlockedBehindConcurrentClaim(t *testing.T) {
         lease_until = now() + interval '1 minute' WHERE key = $1`, req.Key); err != nil {
 		t.Fatal(err)
 	}
+	var blocker int
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&blocker); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan dedupe.Claim, 1)
 	go func() {
 		c, err := b.store.Claim(ctx, req)
@@ -200,7 +205,9 @@ func TestClaimBlockedBehindConcurrentClaim(t *testing.T) {
 		}
 		done <- c
 	}()
-	time.Sleep(300 * time.Millisecond) // the claim now waits for the row lock
+	pipelinetest.Eventually(t, 10*time.Second, "the claim waiting for the row lock", func() bool {
+		return b.schema.Int(t, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, blocker) == 1
+	})
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

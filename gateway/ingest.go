@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,7 +38,7 @@ type duplicate struct {
 
 // droppedHeaders are not stored with the event: credentials of the hop to
 // webhookd, not of the sender's event.
-var droppedHeaders = map[string]bool{"Authorization": true, "Cookie": true, "Proxy-Authorization": true}
+var droppedHeaders = []string{"Authorization", "Cookie", "Proxy-Authorization"}
 
 var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
@@ -161,13 +163,10 @@ func readBody(buf *bytes.Buffer, req *http.Request, limit int64) error {
 // request's map is encoded as it is unless it carries a header to drop.
 func encodeHeaders(h http.Header) []byte {
 	keep := h
-	for name := range droppedHeaders {
-		if _, ok := h[name]; ok {
-			keep = h.Clone()
-			for name := range droppedHeaders {
-				delete(keep, name)
-			}
-			break
+	if slices.ContainsFunc(droppedHeaders, func(name string) bool { _, ok := h[name]; return ok }) {
+		keep = maps.Clone(h)
+		for _, name := range droppedHeaders {
+			delete(keep, name)
 		}
 	}
 	b, err := json.Marshal(keep)

@@ -24,6 +24,16 @@ type runStore interface {
 // Routes maps a source name to its destinations by name.
 type Routes map[string]map[string]Destination
 
+// DestinationCounts returns how many destinations each source has (what
+// dedupe's event state needs to tell queued from done).
+func (r Routes) DestinationCounts() map[string]int {
+	m := make(map[string]int, len(r))
+	for source, dests := range r {
+		m[source] = len(dests)
+	}
+	return m
+}
+
 // HandlerConfig configures the deliver handler.
 type HandlerConfig struct {
 	// Routes says where each source's events go.

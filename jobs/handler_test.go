@@ -38,11 +38,12 @@ func TestDeliverOutcomes(t *testing.T) {
 		expectSkip   bool // error wraps asynq.SkipRetry
 		expectRetry  *expectRetry
 		expectStatus string
+		expectCode   int // the stored result's status code, for done
 		expectTries  int
 		expectPerm   bool
 	}{
-		{name: "200Done", givenRespond: status(200), expectNil: true, expectStatus: dedupe.StatusDone},
-		{name: "204Done", givenRespond: status(204), expectNil: true, expectStatus: dedupe.StatusDone},
+		{name: "200Done", givenRespond: status(200), expectNil: true, expectStatus: dedupe.StatusDone, expectCode: 200},
+		{name: "204Done", givenRespond: status(204), expectNil: true, expectStatus: dedupe.StatusDone, expectCode: 204},
 		{name: "429RetryAfterHolds", givenRespond: func(_ int, _ *http.Request, w http.ResponseWriter) {
 			w.Header().Set("Retry-After", "7")
 			w.WriteHeader(429)
@@ -120,8 +121,8 @@ func TestDeliverOutcomes(t *testing.T) {
 				var res struct {
 					StatusCode int `json:"status_code"`
 				}
-				if err := json.Unmarshal([]byte(*r.Result), &res); err != nil || res.StatusCode == 0 {
-					t.Fatalf("stored result %s: %v", *r.Result, err)
+				if err := json.Unmarshal([]byte(*r.Result), &res); err != nil || res.StatusCode != tc.expectCode {
+					t.Fatalf("stored result %s (%v), want status code %d", *r.Result, err, tc.expectCode)
 				}
 			} else if r.LastError == nil || *r.LastError == "" {
 				t.Fatalf("run %+v has no last error", r)

@@ -35,16 +35,12 @@ type QueueLossCheck struct {
 // NewQueueLossCheck returns a check for enqueuer's queue that reopens
 // events received within lookback (use the retention window).
 func NewQueueLossCheck(rdb redis.UniversalClient, store reopenStore, enqueuer *Enqueuer, lookback time.Duration, log *slog.Logger) *QueueLossCheck {
-	dests := make(map[string]int, len(enqueuer.routes))
-	for src, d := range enqueuer.routes {
-		dests[src] = len(d)
-	}
 	if log == nil {
 		log = slog.Default()
 	}
 	return &QueueLossCheck{
 		rdb: rdb, store: store, key: "webhookd:{" + enqueuer.queue + "}:marker", queue: enqueuer.queue,
-		lookback: lookback, dests: dests, log: log,
+		lookback: lookback, dests: enqueuer.routes.DestinationCounts(), log: log,
 	}
 }
 

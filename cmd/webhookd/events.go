@@ -130,10 +130,7 @@ func eventsListCommand() *cobra.Command {
 // cliFilter builds an event filter from flags.
 func cliFilter(a *app, source, state, since, until string) (dedupe.EventFilter, error) {
 	now := time.Now()
-	f := dedupe.EventFilter{Source: source, State: state, Destinations: map[string]int{}}
-	for _, s := range a.cfg.Sources {
-		f.Destinations[s.Name] = len(s.Destinations)
-	}
+	f := dedupe.EventFilter{Source: source, State: state, Destinations: a.cfg.routes().DestinationCounts()}
 	if state != "" && !strings.Contains(","+strings.Join(admin.States, ",")+",", ","+state+",") {
 		return f, fmt.Errorf("--state %q: want one of %s", state, strings.Join(admin.States, ", "))
 	}

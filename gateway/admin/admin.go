@@ -151,15 +151,6 @@ func (a *Admin) sources() []string {
 	return names
 }
 
-// destinationCounts is EventFilter.Destinations for the configuration.
-func (a *Admin) destinationCounts() map[string]int {
-	m := make(map[string]int, len(a.cfg.Routes))
-	for s, d := range a.cfg.Routes {
-		m[s] = len(d)
-	}
-	return m
-}
-
 // httpError maps the package's errors to an Echo error with a status the
 // gateway's error handler renders as JSON.
 func httpError(err error) error {

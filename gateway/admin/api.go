@@ -128,7 +128,7 @@ func (a *Admin) filterFrom(c echo.Context) (dedupe.EventFilter, error) {
 		Source:       c.QueryParam("source"),
 		State:        c.QueryParam("state"),
 		Cursor:       c.QueryParam("cursor"),
-		Destinations: a.destinationCounts(),
+		Destinations: a.cfg.Routes.DestinationCounts(),
 	}
 	if f.State != "" && !validState(f.State) {
 		return f, echo.NewHTTPError(http.StatusBadRequest, "unknown state "+strconv.Quote(f.State))

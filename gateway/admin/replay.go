@@ -283,7 +283,7 @@ func (a *Admin) bulkReplayWith(ctx context.Context, log *slog.Logger, req BulkRe
 	}
 	f := dedupe.EventFilter{
 		Source: req.Source, State: req.State, Since: req.Since, Until: req.Until,
-		Destinations: a.destinationCounts(), Cursor: req.Cursor, Limit: limit,
+		Destinations: a.cfg.Routes.DestinationCounts(), Cursor: req.Cursor, Limit: limit,
 	}
 	matched, err := a.events.CountEvents(ctx, f)
 	if err != nil {
