@@ -72,7 +72,7 @@ func BenchmarkIngest(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			srv := gateway.New(gateway.Config{
-				Sources: map[string]gateway.Source{"stripe": {Name: "stripe", Scheme: verify.SchemeStripe,
+				Sources: map[string]gateway.Source{"stripe": {Scheme: verify.SchemeStripe,
 					Verifier: v, EventID: ex, Destinations: 1}},
 				Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 				Now:    func() time.Time { return now },
@@ -125,7 +125,7 @@ func BenchmarkIngestParallel(b *testing.B) {
 	v, _ := verify.New(cfg)
 	ex, _ := eventid.Parse("json:id")
 	srv := gateway.New(gateway.Config{
-		Sources: map[string]gateway.Source{"stripe": {Name: "stripe", Scheme: verify.SchemeStripe,
+		Sources: map[string]gateway.Source{"stripe": {Scheme: verify.SchemeStripe,
 			Verifier: v, EventID: ex, Destinations: 1}},
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		Now:    func() time.Time { return now },

@@ -284,7 +284,7 @@ func TestPostgresUnreachable(t *testing.T) {
 	id, _ := eventid.Parse("json:id")
 	var notified atomic.Int64
 	srv := gateway.New(gateway.Config{
-		Sources:  map[string]gateway.Source{"stripe": {Name: "stripe", Scheme: "stripe", Verifier: v, EventID: id, Destinations: 1}},
+		Sources:  map[string]gateway.Source{"stripe": {Scheme: "stripe", Verifier: v, EventID: id, Destinations: 1}},
 		Registry: prometheus.NewRegistry(),
 	}, batcher, notifyFunc(func(string, string) { notified.Add(1) }))
 

@@ -21,8 +21,6 @@ import (
 
 // Source is one configured sender, ready to receive.
 type Source struct {
-	// Name is the :source path segment.
-	Name string
 	// Scheme is the verify scheme's name (slack answers challenges).
 	Scheme string
 	// Verifier checks signatures.

@@ -112,18 +112,23 @@ func (r *Relay) fastPath(ctx context.Context) {
 		case ref := <-r.fast:
 			r.handOff(ctx, r.collect(ref))
 		case <-ctx.Done():
-			// Hand off what is left within a short grace period; the
-			// scan finds anything this misses at the next start.
-			grace, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			for {
-				select {
-				case ref := <-r.fast:
-					r.handOff(grace, r.collect(ref))
-				default:
-					return
-				}
-			}
+			r.drainFast()
+			return
+		}
+	}
+}
+
+// drainFast hands off what the fast path still holds within a short grace
+// period; the scan finds anything this misses at the next start.
+func (r *Relay) drainFast() {
+	grace, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for {
+		select {
+		case ref := <-r.fast:
+			r.handOff(grace, r.collect(ref))
+		default:
+			return
 		}
 	}
 }
@@ -228,17 +233,8 @@ func (r *Relay) scanLoop(ctx context.Context) {
 				r.cfg.Logger.WarnContext(ctx, "queue loss check failed", slog.String("error", err.Error()))
 			}
 		}
-		for {
-			n, err := r.ScanOnce(ctx)
-			if err != nil {
-				if ctx.Err() == nil {
-					r.cfg.Logger.WarnContext(ctx, "relay scan failed", slog.String("error", err.Error()))
-				}
-				break
-			}
-			if n < r.cfg.BatchSize {
-				break
-			}
+		if err := untilShort(ctx, r.cfg.BatchSize, r.ScanOnce); err != nil && ctx.Err() == nil {
+			r.cfg.Logger.WarnContext(ctx, "relay scan failed", slog.String("error", err.Error()))
 		}
 		if n, err := r.store.PendingCount(ctx); err == nil {
 			r.cfg.Metrics.backlog(n)
@@ -249,10 +245,7 @@ func (r *Relay) scanLoop(ctx context.Context) {
 // ScanOnce enqueues one batch of pending events older than MinAge and
 // returns how many it handed off.
 func (r *Relay) ScanOnce(ctx context.Context) (int, error) {
-	n, err := r.store.RelayPending(ctx, r.cfg.BatchSize, r.cfg.MinAge,
-		func(ctx context.Context, refs []dedupe.EventRef) []dedupe.EventRef {
-			return r.enqueueAll(ctx, refs)
-		})
+	n, err := r.store.RelayPending(ctx, r.cfg.BatchSize, r.cfg.MinAge, r.enqueueAll)
 	if err != nil {
 		return 0, err
 	}
@@ -261,4 +254,15 @@ func (r *Relay) ScanOnce(ctx context.Context) (int, error) {
 		r.cfg.Logger.InfoContext(ctx, "relay enqueued pending events", slog.Int("events", n))
 	}
 	return n, nil
+}
+
+// untilShort runs once until a batch comes back smaller than batch (the
+// backlog is drained) or fails.
+func untilShort(ctx context.Context, batch int, once func(context.Context) (int, error)) error {
+	for {
+		n, err := once(ctx)
+		if err != nil || n < batch {
+			return err
+		}
+	}
 }

@@ -77,17 +77,8 @@ func (s *Sweeper) Run(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
-		for {
-			n, err := s.SweepOnce(ctx)
-			if err != nil {
-				if !errors.Is(err, context.Canceled) {
-					s.cfg.Logger.WarnContext(ctx, "sweep failed", slog.String("error", err.Error()))
-				}
-				break
-			}
-			if n < s.cfg.BatchSize {
-				break
-			}
+		if err := untilShort(ctx, s.cfg.BatchSize, s.SweepOnce); err != nil && !errors.Is(err, context.Canceled) {
+			s.cfg.Logger.WarnContext(ctx, "sweep failed", slog.String("error", err.Error()))
 		}
 		if _, err := s.RequeueOverdue(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			s.cfg.Logger.WarnContext(ctx, "overdue retry check failed", slog.String("error", err.Error()))

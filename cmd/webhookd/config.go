@@ -346,7 +346,7 @@ func (c *config) gatewaySources() (map[string]gateway.Source, error) {
 		if err != nil {
 			return nil, err
 		}
-		src := gateway.Source{Name: s.Name, Scheme: s.Verify.Scheme, Verifier: v, EventID: id, Destinations: len(s.Destinations)}
+		src := gateway.Source{Scheme: s.Verify.Scheme, Verifier: v, EventID: id, Destinations: len(s.Destinations)}
 		if s.Order != nil {
 			entity, _ := eventid.Parse(s.Order.Entity)
 			version, _ := eventid.Parse(s.Order.Version)

@@ -69,7 +69,7 @@ func startProduct(t *testing.T) StartFunc {
 			if err != nil {
 				t.Fatal(err)
 			}
-			gw.Sources = map[string]gateway.Source{env.Source.Name: {Name: env.Source.Name, Scheme: env.Source.Verify.Scheme,
+			gw.Sources = map[string]gateway.Source{env.Source.Name: {Scheme: env.Source.Verify.Scheme,
 				Verifier: v, EventID: ex, Destinations: 1}}
 			batcher = dedupe.NewBatcher(pool, dedupe.BatcherConfig{})
 			relay := jobs.NewRelay(store, enq, jobs.RelayConfig{Interval: 200 * time.Millisecond, MinAge: 200 * time.Millisecond, Logger: env.Log})
