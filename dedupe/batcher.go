@@ -10,8 +10,8 @@ var ErrBatcherClosed = errors.New("batcher closed")
 
 // Batcher records events with group commit: callers that arrive while
 // statements are running share the next multi-row statement, and each is
-// answered when that statement has committed. There is no timer: a lone
-// event goes out at once; under load batches grow by themselves.
+// answered when that statement has committed. Under load batches grow by
+// themselves; BatcherConfig.Linger lets a small batch wait for company.
 type Batcher struct {
 	group *groupCommit[Event, Recorded]
 }

@@ -20,6 +20,14 @@ type BatcherConfig struct {
 	MaxInFlight int
 	// StatementTimeout bounds one batch statement. Defaults to 5s.
 	StatementTimeout time.Duration
+	// Linger is how long a batch smaller than LingerBelow waits for more
+	// items before its statement goes out. At moderate rates a statement
+	// would otherwise carry one or two items and its fixed cost would be
+	// paid per item; under load batches are larger than LingerBelow and
+	// nothing waits. Defaults to 0: no waiting.
+	Linger time.Duration
+	// LingerBelow is the batch size that no longer waits. Defaults to 8.
+	LingerBelow int
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -33,13 +41,17 @@ func (c BatcherConfig) WithDefaults() BatcherConfig {
 	if c.StatementTimeout <= 0 {
 		c.StatementTimeout = 5 * time.Second
 	}
+	if c.LingerBelow <= 0 {
+		c.LingerBelow = 8
+	}
 	return c
 }
 
 // groupCommit runs one statement for many concurrent callers: callers
 // that arrive while statements are running share the next one, and each
-// is answered when it has committed. There is no timer: a lone item goes
-// out at once; under load batches grow by themselves.
+// is answered when it has committed. Under load batches grow by
+// themselves; without Linger a lone item goes out at once, with it a small
+// batch waits that long for company.
 type groupCommit[Req, Res any] struct {
 	cfg      BatcherConfig
 	flush    func(ctx context.Context, reqs []Req) ([]Res, error)
@@ -122,6 +134,8 @@ func (g *groupCommit[Req, Res]) loop() {
 	defer close(g.done)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
 	for {
 		// Take a statement slot first: while all slots are busy, items
 		// accumulate in the channel and form the next batch.
@@ -140,14 +154,22 @@ func (g *groupCommit[Req, Res]) loop() {
 			g.drainClosed()
 			return
 		}
-	fill:
-		for len(batch) < g.cfg.MaxBatch {
-			select {
-			case item := <-g.requests:
-				batch = append(batch, item)
-			default:
-				break fill
+		batch = g.fill(batch)
+		if len(batch) < g.cfg.LingerBelow && g.cfg.Linger > 0 {
+			linger.Reset(g.cfg.Linger)
+		wait:
+			for len(batch) < g.cfg.LingerBelow {
+				select {
+				case item := <-g.requests:
+					batch = append(batch, item)
+				case <-linger.C:
+					break wait
+				case <-g.stop:
+					break wait
+				}
 			}
+			linger.Stop()
+			batch = g.fill(batch)
 		}
 		wg.Add(1)
 		go func() {
@@ -156,6 +178,19 @@ func (g *groupCommit[Req, Res]) loop() {
 			g.run(batch)
 		}()
 	}
+}
+
+// fill adds the items already waiting to batch, up to MaxBatch.
+func (g *groupCommit[Req, Res]) fill(batch []*pendingItem[Req, Res]) []*pendingItem[Req, Res] {
+	for len(batch) < g.cfg.MaxBatch {
+		select {
+		case item := <-g.requests:
+			batch = append(batch, item)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 func (g *groupCommit[Req, Res]) drainClosed() {

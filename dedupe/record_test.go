@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -195,6 +197,59 @@ func TestBatcherConcurrentCopies(t *testing.T) {
 	}
 	if rows != events || total != events*copies {
 		t.Fatalf("%d rows with %d deliveries, want %d and %d", rows, total, events, events*copies)
+	}
+}
+
+// countingDB counts the statements run through it.
+type countingDB struct {
+	dedupe.DB
+	queries atomic.Int64
+}
+
+func (c *countingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	c.queries.Add(1)
+	return c.DB.Query(ctx, sql, args...)
+}
+
+// TestBatcherLinger: events arriving a little apart share one statement
+// when the batcher lingers, and each get their own when it does not.
+func TestBatcherLinger(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name            string
+		givenLinger     time.Duration
+		expectStatements int64
+	}{
+		{name: "Lingers", givenLinger: 2 * time.Second, expectStatements: 1},
+		{name: "DoesNot", givenLinger: 0, expectStatements: 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			schema := pgtest.New(t)
+			db := &countingDB{DB: schema.Pool}
+			b := dedupe.NewBatcher(db, dedupe.BatcherConfig{MaxInFlight: 1, Linger: tc.givenLinger, LingerBelow: 4})
+			defer b.Close()
+			var wg sync.WaitGroup
+			for i := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if _, err := b.Record(context.Background(), event("s", fmt.Sprintf("evt_%d", i))); err != nil {
+						t.Error(err)
+					}
+				}()
+				// Far apart enough that without lingering each event
+				// finds the batcher idle.
+				time.Sleep(100 * time.Millisecond)
+			}
+			wg.Wait()
+			if n := db.queries.Load(); n != tc.expectStatements {
+				t.Fatalf("%d statements for 4 events, want %d", n, tc.expectStatements)
+			}
+			if n := schema.Int(t, `SELECT count(*) FROM events`); n != 4 {
+				t.Fatalf("%d events stored, want 4", n)
+			}
+		})
 	}
 }
 

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/webhookd/webhookd/dedupe"
 )
 
 // ErrUnknownSource is returned when an event's source has no route.
@@ -21,17 +24,23 @@ const taskTimeoutMargin = 30 * time.Second
 // with the job key as the Asynq task id.
 type Enqueuer struct {
 	client *asynq.Client
+	writer *taskWriter
 	queue  string
 	routes Routes
 }
 
-// NewEnqueuer returns an Enqueuer on client for queue (DefaultQueue when
-// empty).
-func NewEnqueuer(client *asynq.Client, queue string, routes Routes) *Enqueuer {
+// NewEnqueuer returns an Enqueuer on rdb for queue (DefaultQueue when
+// empty). Closing rdb is the caller's.
+func NewEnqueuer(rdb redis.UniversalClient, queue string, routes Routes) *Enqueuer {
 	if queue == "" {
 		queue = DefaultQueue
 	}
-	return &Enqueuer{client: client, queue: queue, routes: routes}
+	return &Enqueuer{
+		client: asynq.NewClientFromRedisClient(rdb),
+		writer: &taskWriter{rdb: rdb, queue: queue, clock: time.Now},
+		queue:  queue,
+		routes: routes,
+	}
 }
 
 // Queue returns the queue's name.
@@ -73,4 +82,32 @@ func (e *Enqueuer) EnqueueEvent(ctx context.Context, source, eventID string) err
 		}
 	}
 	return nil
+}
+
+// EnqueueEvents enqueues the task of every destination of each event, in
+// as few Redis round trips as the batch allows (one per 500 tasks). Events
+// whose source has no route are skipped and returned as unrouted. On error
+// the caller should treat every event as not queued: enqueuing them again
+// leaves the tasks already written as they are.
+func (e *Enqueuer) EnqueueEvents(ctx context.Context, refs []dedupe.EventRef) (unrouted []dedupe.EventRef, err error) {
+	tasks := make([]newTask, 0, len(refs))
+	for _, ref := range refs {
+		dests, ok := e.routes[ref.Source]
+		if !ok {
+			unrouted = append(unrouted, ref)
+			continue
+		}
+		for name, dest := range dests {
+			p := DeliverPayload{Source: ref.Source, EventID: ref.ExternalID, Destination: name}
+			body, err := json.Marshal(p)
+			if err != nil {
+				return unrouted, fmt.Errorf("error encoding deliver payload: %w", err)
+			}
+			tasks = append(tasks, newTask{id: p.Key(), payload: body, timeout: dest.WithDefaults().Timeout + taskTimeoutMargin})
+		}
+	}
+	if _, err := e.writer.write(ctx, tasks); err != nil {
+		return unrouted, fmt.Errorf("error enqueuing %d events: %w", len(refs), err)
+	}
+	return unrouted, nil
 }

@@ -160,8 +160,7 @@ type queue struct {
 func (b *bundle) startWorker(t *testing.T) *queue {
 	t.Helper()
 	r := redistest.New(t)
-	client := asynq.NewClientFromRedisClient(r.Client)
-	enq := jobs.NewEnqueuer(client, r.Queue, b.routes)
+	enq := jobs.NewEnqueuer(r.Client, r.Queue, b.routes)
 	srv := jobs.NewServer(r.Client, b.handler, jobs.ServerConfig{
 		Queue: r.Queue, Concurrency: 8, ShutdownTimeout: 2 * time.Second,
 		Backoff: jobs.Backoff{Base: 10 * time.Millisecond, Max: 40 * time.Millisecond},

@@ -1,6 +1,7 @@
 package jobs_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/internal/pipelinetest"
+	"github.com/webhookd/webhookd/internal/redistest"
 	"github.com/webhookd/webhookd/jobs"
 )
 
@@ -292,4 +294,79 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, label, value stri
 		}
 	}
 	return 0
+}
+
+// markRecorder is a relay store that records each batch marked enqueued.
+type markRecorder struct {
+	mu      sync.Mutex
+	batches [][]dedupe.EventRef
+}
+
+func (m *markRecorder) MarkEnqueued(_ context.Context, refs []dedupe.EventRef) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.batches = append(m.batches, refs)
+	return nil
+}
+
+func (m *markRecorder) RelayPending(context.Context, int, time.Duration, func(context.Context, []dedupe.EventRef) []dedupe.EventRef) (int, error) {
+	return 0, nil
+}
+
+func (m *markRecorder) PendingCount(context.Context) (int64, error) { return 0, nil }
+
+func (m *markRecorder) sizes() []int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []int
+	for _, b := range m.batches {
+		out = append(out, len(b))
+	}
+	return out
+}
+
+// TestRelayFastPathLingers: events notified a little apart are enqueued
+// and marked as one batch while the fast path lingers, one by one when
+// the linger is shorter than the gaps.
+func TestRelayFastPathLingers(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		givenLinger time.Duration
+		expectSizes string
+	}{
+		{name: "OneBatch", givenLinger: 3 * time.Second, expectSizes: "[5]"},
+		{name: "OneByOne", givenLinger: time.Millisecond, expectSizes: "[1 1 1 1 1]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := redistest.New(t)
+			routes := jobs.Routes{"src": {"dst": {Name: "dst", URL: "http://127.0.0.1:1/"}}}
+			store := &markRecorder{}
+			relay := jobs.NewRelay(store, jobs.NewEnqueuer(r.Client, r.Queue, routes),
+				jobs.RelayConfig{Interval: time.Hour, Linger: tc.givenLinger, Logger: testLogger(t)})
+			ctx, cancel := context.WithCancel(testCtx(t))
+			done := make(chan struct{})
+			go func() { defer close(done); relay.Run(ctx) }()
+			for i := range 5 {
+				relay.Notify("src", fmt.Sprintf("evt_%d", i))
+				time.Sleep(100 * time.Millisecond)
+			}
+			pipelinetest.Eventually(t, 10*time.Second, "5 events marked", func() bool {
+				n := 0
+				for _, s := range store.sizes() {
+					n += s
+				}
+				return n == 5
+			})
+			cancel()
+			<-done
+			if got := fmt.Sprint(store.sizes()); got != tc.expectSizes {
+				t.Fatalf("batches marked %s, want %s", got, tc.expectSizes)
+			}
+			if n := r.Client.LLen(testCtx(t), "asynq:{"+r.Queue+"}:pending").Val(); n != 5 {
+				t.Fatalf("%d tasks pending, want 5", n)
+			}
+		})
+	}
 }

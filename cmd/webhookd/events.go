@@ -11,7 +11,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
@@ -46,7 +45,7 @@ func openCLI(cmd *cobra.Command, queue bool) (*app, func(), error) {
 			return nil, nil, err
 		}
 		a.redis = rdb
-		a.enqueuer = jobs.NewEnqueuer(asynq.NewClientFromRedisClient(rdb), cfg.Queue, cfg.routes())
+		a.enqueuer = jobs.NewEnqueuer(rdb, cfg.Queue, cfg.routes())
 		closers = append(closers, func() { _ = rdb.Close() })
 	}
 	return a, func() {

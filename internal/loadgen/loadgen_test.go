@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
@@ -43,9 +42,8 @@ func startProduct(t *testing.T) StartFunc {
 		}
 		rdb := redis.NewClient(opts)
 		store := dedupe.New(pool)
-		client := asynq.NewClientFromRedisClient(rdb)
 		routes := jobs.Routes{env.Source.Name: {env.Source.Destination: jobs.Destination{Name: env.Source.Destination, URL: env.SinkURL}}}
-		enq := jobs.NewEnqueuer(client, env.Queue, routes)
+		enq := jobs.NewEnqueuer(rdb, env.Queue, routes)
 		var worker *jobs.Server
 		if env.Worker {
 			worker = jobs.NewServer(rdb, jobs.NewHandler(store, jobs.HandlerConfig{Routes: routes, Logger: env.Log}),

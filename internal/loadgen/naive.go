@@ -108,7 +108,7 @@ func StartNaive(ctx context.Context, cfg NaiveConfig) (*NaiveServer, error) {
 		pool:     pool,
 		rdb:      rdb,
 		client:   client,
-		enqueuer: jobs.NewEnqueuer(client, cfg.Queue, routes),
+		enqueuer: jobs.NewEnqueuer(rdb, cfg.Queue, routes),
 		verifier: v,
 		eventID:  ex,
 		src:      src,

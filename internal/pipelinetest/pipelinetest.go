@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/webhookd/webhookd/dedupe"
@@ -118,8 +117,7 @@ func Start(t testing.TB, opts Options) *Pipeline {
 			routes[spec.Name][name] = jobs.Destination{Name: name, URL: url, Timeout: 5 * time.Second, MaxAttempts: opts.MaxAttempts}.WithDefaults()
 		}
 	}
-	client := asynq.NewClientFromRedisClient(opts.Redis.Client)
-	enq := jobs.NewEnqueuer(client, opts.Redis.Queue, routes)
+	enq := jobs.NewEnqueuer(opts.Redis.Client, opts.Redis.Queue, routes)
 	if opts.RelayMinAge == 0 {
 		opts.RelayMinAge = 500 * time.Millisecond
 	}
@@ -196,7 +194,6 @@ func Start(t testing.TB, opts Options) *Pipeline {
 			worker.Shutdown()
 			runs.Close()
 		}
-		_ = client.Close()
 	})
 	return &Pipeline{Schema: opts.Schema, Redis: opts.Redis, Store: store, Enqueuer: enq, Relay: relay, Server: ts, Verify: defaultVerify, Sources: vcfgs, Routes: routes}
 }
