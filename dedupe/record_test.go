@@ -216,8 +216,8 @@ func (c *countingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Ro
 func TestBatcherLinger(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name            string
-		givenLinger     time.Duration
+		name             string
+		givenLinger      time.Duration
 		expectStatements int64
 	}{
 		{name: "Lingers", givenLinger: 2 * time.Second, expectStatements: 1},
