@@ -48,9 +48,9 @@ type EventSummary struct {
 	ContentType    string
 	// PayloadBytes is the size of the stored body.
 	PayloadBytes int
-	// EnqueuedAt is when the hand-off to the queue was confirmed; nil
-	// while pending.
-	EnqueuedAt *time.Time
+	// HandedOff is true once the event's tasks are in the queue; false
+	// while its hand-off is pending in the relay's outbox.
+	HandedOff bool
 	// State is the event's state, from the latest run of each destination.
 	State string
 	// RunStatuses lists the status of the latest run (highest generation)
@@ -73,11 +73,12 @@ type EventPage struct {
 var eventStateSQL = `
 WITH dests AS (SELECT * FROM unnest($1::text[], $2::int[]) AS d(source, n))
 SELECT e.source, e.external_id, e.received_at, e.last_received_at, e.deliveries, e.content_type,
-       length(e.payload), e.enqueued_at, st.statuses,
-       webhookd_event_state(e.enqueued_at IS NOT NULL, st.statuses,
+       length(e.payload), st.handed_off, st.statuses,
+       webhookd_event_state(st.handed_off, st.statuses,
                             COALESCE((SELECT d.n FROM dests d WHERE d.source = e.source), 1)) AS state
 FROM events e
-CROSS JOIN LATERAL (SELECT ` + latestRunStatusesSQL("e.source", "e.external_id") + ` AS statuses) st
+CROSS JOIN LATERAL (SELECT NOT ` + outboxHasSQL("e.source", "e.external_id") + ` AS handed_off,
+                           ` + latestRunStatusesSQL("e.source", "e.external_id") + ` AS statuses) st
 WHERE ($3::text = '' OR e.source = $3)
   AND ($4::timestamptz IS NULL OR e.received_at >= $4)
   AND ($5::timestamptz IS NULL OR e.received_at < $5)`
@@ -148,7 +149,7 @@ func (s *Store) ListEvents(ctx context.Context, f EventFilter) (EventPage, error
 	for rows.Next() {
 		var e EventSummary
 		if err := rows.Scan(&e.Source, &e.ExternalID, &e.ReceivedAt, &e.LastReceivedAt, &e.Deliveries,
-			&e.ContentType, &e.PayloadBytes, &e.EnqueuedAt, &e.RunStatuses, &e.State); err != nil {
+			&e.ContentType, &e.PayloadBytes, &e.HandedOff, &e.RunStatuses, &e.State); err != nil {
 			return EventPage{}, fmt.Errorf("error reading events: %w", err)
 		}
 		page.Events = append(page.Events, e)
@@ -329,7 +330,7 @@ func (s *Store) eventSummary(ctx context.Context, source, externalID string, des
 	err := s.pool.QueryRow(ctx, eventSummarySQL,
 		[]string{source}, []int32{int32(max(destinations, 1))}, source, nil, nil, externalID).
 		Scan(&e.Source, &e.ExternalID, &e.ReceivedAt, &e.LastReceivedAt, &e.Deliveries,
-			&e.ContentType, &e.PayloadBytes, &e.EnqueuedAt, &e.RunStatuses, &e.State)
+			&e.ContentType, &e.PayloadBytes, &e.HandedOff, &e.RunStatuses, &e.State)
 	if err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return EventSummary{}, fmt.Errorf("event %s/%s: %w", source, externalID, ErrNotFound)

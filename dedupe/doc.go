@@ -8,8 +8,9 @@
 // events in one INSERT … ON CONFLICT statement; a repeat delivery only
 // increments the row's delivery count. [Batcher] groups concurrent callers
 // into such statements (group commit) and answers each caller once its
-// statement has committed. An event's enqueued_at stays NULL until its jobs
-// are handed to the queue; [Store.ClaimPending] is the relay's outbox scan.
+// statement has committed. The same statement puts each new event in the
+// relay's outbox (table event_outbox), where it stays until its jobs are
+// handed to the queue; [Store.RelayPending] is the relay's outbox scan.
 //
 // # Job runs
 //

@@ -14,23 +14,26 @@ type EventRef struct {
 	ExternalID string
 }
 
-// markEnqueuedSQL confirms the hand-off of many events at once. Each row
-// is found by primary key and locked, in key order (the order RecordBatch
-// uses, so the two never deadlock); whether it is still pending is read
-// from the locked row. A condition on events.enqueued_at in the scan would
-// let the planner walk the whole pending index instead, dead entries
-// included (seconds per call on a large table whose statistics say nothing
-// is pending), and a join on the key lets it scan the whole table when its
-// estimates are off; one lookup per key does neither.
+// outboxHasSQL is an expression that is true while the event (source,
+// externalID, two SQL expressions) has a row in the relay's outbox: its
+// hand-off to the queue is pending.
+func outboxHasSQL(source, externalID string) string {
+	return `EXISTS (SELECT 1 FROM event_outbox o WHERE o.source = ` + source + ` AND o.external_id = ` + externalID + `)`
+}
+
+// markEnqueuedSQL confirms the hand-off of many events at once by deleting
+// their outbox rows. Each row is found by primary key and locked in key
+// order, so two relays confirming overlapping batches never deadlock, and
+// then deleted by its tuple id. A join on the key lets the planner scan
+// the whole outbox, dead rows included, whenever its statistics say the
+// outbox is nearly empty, which they usually do.
 const markEnqueuedSQL = `
 WITH locked AS MATERIALIZED (
-    SELECT u.s, u.x, e2.enqueued_at
+    SELECT o.ctid AS id
     FROM (SELECT s, x FROM unnest($1::text[], $2::text[]) AS u(s, x) ORDER BY s, x) u
-    CROSS JOIN LATERAL (SELECT enqueued_at FROM events WHERE source = u.s AND external_id = u.x FOR UPDATE) e2
+    CROSS JOIN LATERAL (SELECT ctid FROM event_outbox WHERE source = u.s AND external_id = u.x FOR UPDATE) o
 )
-UPDATE events e SET enqueued_at = now()
-FROM locked
-WHERE e.source = locked.s AND e.external_id = locked.x AND locked.enqueued_at IS NULL`
+DELETE FROM event_outbox o USING locked l WHERE o.ctid = l.id`
 
 // MarkEnqueued records that the jobs of refs are in the queue, so the relay
 // leaves them alone.
@@ -55,8 +58,8 @@ func (s *Store) MarkEnqueued(ctx context.Context, refs []EventRef) error {
 }
 
 const pendingSQL = `
-SELECT source, external_id FROM events
-WHERE enqueued_at IS NULL AND received_at < now() - $2 * interval '1 millisecond'
+SELECT source, external_id FROM event_outbox
+WHERE received_at < now() - $2 * interval '1 millisecond'
 ORDER BY received_at
 LIMIT $1
 FOR UPDATE SKIP LOCKED`
@@ -95,7 +98,7 @@ func (s *Store) RelayPending(ctx context.Context, limit int, minAge time.Duratio
 // queue (the relay backlog).
 func (s *Store) PendingCount(ctx context.Context) (int64, error) {
 	var n int64
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE enqueued_at IS NULL`).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM event_outbox`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("error counting pending events: %w", err)
 	}
 	return n, nil

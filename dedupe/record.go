@@ -83,10 +83,12 @@ input AS (
         AS u(s, x, d, ct, h, p, oe, ov, n)
 )`
 
-// recordSQL inserts many events at once. A repeat adds the number of
+// recordSQL inserts many events at once and puts each new one in the
+// relay's outbox, in the same statement. A repeat adds the number of
 // copies in this statement to the delivery count. It reports, per row,
-// whether it was inserted (xmax = 0), whether its hand-off is pending,
-// and for repeats the event's state.
+// whether it was inserted (xmax = 0), whether its hand-off is pending (a
+// new event's is; a repeat's while its outbox row is there), and for
+// repeats the event's state.
 var recordSQL = `
 WITH ` + eventsInputSQL + `, recorded AS (
     INSERT INTO events AS e
@@ -95,13 +97,19 @@ WITH ` + eventsInputSQL + `, recorded AS (
     ON CONFLICT (source, external_id) DO UPDATE
         SET deliveries = e.deliveries + EXCLUDED.deliveries,
             last_received_at = now()
-    RETURNING e.source, e.external_id, e.deliveries, e.xmax = 0 AS inserted, e.enqueued_at IS NOT NULL AS handed_off
+    RETURNING e.source, e.external_id, e.deliveries, e.xmax = 0 AS inserted
+), queued AS (
+    INSERT INTO event_outbox (source, external_id)
+    SELECT source, external_id FROM recorded WHERE inserted ORDER BY source, external_id
+), checked AS (
+    SELECT r.*, CASE WHEN r.inserted THEN true ELSE ` + outboxHasSQL("r.source", "r.external_id") + ` END AS pending
+    FROM recorded r
 )
-SELECT r.source, r.external_id, r.deliveries, r.inserted, NOT r.handed_off,
+SELECT r.source, r.external_id, r.deliveries, r.inserted, r.pending,
        CASE WHEN r.inserted THEN '' ELSE
-           webhookd_event_state(r.handed_off, ` + latestRunStatusesSQL("r.source", "r.external_id") + `, i.n)
+           webhookd_event_state(NOT r.pending, ` + latestRunStatusesSQL("r.source", "r.external_id") + `, i.n)
        END
-FROM recorded r JOIN input i ON i.s = r.source AND i.x = r.external_id`
+FROM checked r JOIN input i ON i.s = r.source AND i.x = r.external_id`
 
 // RecordBatch records events in one statement and returns one result per
 // event, in order. Copies of one event within the batch are answered as if

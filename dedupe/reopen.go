@@ -6,12 +6,12 @@ import (
 	"time"
 )
 
-// reopenUnfinishedSQL puts events back in the outbox (enqueued_at = NULL) when they
+// reopenUnfinishedSQL puts events back in the relay's outbox when they
 // were handed to the queue but fewer of their destinations than the
 // source has reached a final status (done, skipped_stale, dead, or failed
 // permanently). It works on up to $4 events received between $3 and $8,
 // oldest first, starting after the cursor ($7, $5, $6).
-const reopenUnfinishedSQL = `
+var reopenUnfinishedSQL = `
 WITH dests AS (
     SELECT * FROM unnest($1::text[], $2::int[]) AS d(source, n)
 ), candidates AS (
@@ -20,16 +20,18 @@ WITH dests AS (
     JOIN dests d ON d.source = e.source
     WHERE e.received_at >= $3 AND e.received_at < $8
       AND (e.received_at, e.source, e.external_id) > ($7, $5, $6)
-      AND e.enqueued_at IS NOT NULL
+      AND NOT ` + outboxHasSQL("e.source", "e.external_id") + `
     ORDER BY e.received_at, e.source, e.external_id
     LIMIT $4
 ), reopened AS (
-    UPDATE events e SET enqueued_at = NULL
+    INSERT INTO event_outbox (source, external_id, received_at)
+    SELECT c.source, c.external_id, c.received_at
     FROM candidates c JOIN dests d ON d.source = c.source
-    WHERE e.source = c.source AND e.external_id = c.external_id
-      AND (SELECT count(DISTINCT r.destination) FROM job_runs r
-           WHERE r.source = e.source AND r.external_id = e.external_id
+    WHERE (SELECT count(DISTINCT r.destination) FROM job_runs r
+           WHERE r.source = c.source AND r.external_id = c.external_id
              AND (r.status IN ('done', 'skipped_stale', 'dead') OR (r.status = 'failed' AND r.permanent))) < d.n
+    ORDER BY c.source, c.external_id
+    ON CONFLICT (source, external_id) DO NOTHING
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM reopened),

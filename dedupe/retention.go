@@ -76,14 +76,19 @@ DELETE FROM job_runs WHERE key IN (
 
 	// Events last delivered before the cutoff and with no running run (a
 	// sender still redelivering an event keeps it, and so keeps the repeat
-	// a duplicate).
+	// a duplicate), with their outbox rows if their hand-off never
+	// happened.
 	retainEventsSQL = `
-DELETE FROM events WHERE (source, external_id) IN (
+WITH doomed AS MATERIALIZED (
     SELECT e.source, e.external_id FROM events e
     WHERE e.received_at < $1 AND e.last_received_at < $1
       AND NOT EXISTS (SELECT 1 FROM job_runs r
                       WHERE r.source = e.source AND r.external_id = e.external_id AND r.status = 'running')
-    ORDER BY e.received_at LIMIT $2 FOR UPDATE OF e SKIP LOCKED)`
+    ORDER BY e.received_at LIMIT $2 FOR UPDATE OF e SKIP LOCKED
+), unqueued AS (
+    DELETE FROM event_outbox WHERE (source, external_id) IN (SELECT source, external_id FROM doomed)
+)
+DELETE FROM events WHERE (source, external_id) IN (SELECT source, external_id FROM doomed)`
 
 	// Old records of maintenance runs; the newest of each kind stays so
 	// the last success remains visible.

@@ -335,7 +335,7 @@ func TestRepeatResumesAnInterruptedHandOff(t *testing.T) {
 	pipelinetest.Eventually(t, 10*time.Second, "delivery after the retry", func() bool { return dest.sink.Count(key) == 1 })
 	var enqueued bool
 	if err := p.Schema.Pool.QueryRow(context.Background(),
-		`SELECT enqueued_at IS NOT NULL FROM events WHERE external_id = 'evt_interrupted'`).Scan(&enqueued); err != nil {
+		`SELECT NOT EXISTS (SELECT 1 FROM event_outbox WHERE external_id = 'evt_interrupted')`).Scan(&enqueued); err != nil {
 		t.Fatal(err)
 	}
 	if !enqueued {

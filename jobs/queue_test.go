@@ -258,7 +258,7 @@ func TestRelayEnqueuesPendingEvents(t *testing.T) {
 		t.Fatalf("second scan enqueued %d, want 0", n)
 	}
 	pipelinetest.Eventually(t, 10*time.Second, "5 deliveries", func() bool { return len(d.Calls()) == 5 })
-	if n := b.schema.Int(t, `SELECT count(*) FROM events WHERE enqueued_at IS NULL`); n != 0 {
+	if n := b.schema.Int(t, `SELECT count(*) FROM event_outbox`); n != 0 {
 		t.Fatalf("%d events still pending", n)
 	}
 }

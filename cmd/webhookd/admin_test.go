@@ -151,7 +151,7 @@ func TestProcessMetricsAndLogs(t *testing.T) {
 	// A run whose worker died: the sweeper resets it and it is retried.
 	ctx := t.Context()
 	if _, err := schema.Pool.Exec(ctx, `
-INSERT INTO events (source, external_id, payload, content_type, enqueued_at) VALUES ('stripe', 'evt_crashed', '{"id":"evt_crashed"}', 'application/json', now());
+INSERT INTO events (source, external_id, payload, content_type) VALUES ('stripe', 'evt_crashed', '{"id":"evt_crashed"}', 'application/json');
 INSERT INTO job_runs (key, source, external_id, destination, status, calls, max_attempts, started_at, lease_until)
 VALUES ('stripe:sink:evt_crashed', 'stripe', 'evt_crashed', 'sink', 'running', 1, 3, now() - interval '1 minute', now() - interval '1 second')`); err != nil {
 		t.Fatal(err)

@@ -180,6 +180,14 @@ func eventsShowCommand() *cobra.Command {
 	return cmd
 }
 
+// handedOff says whether an event's tasks are in the queue.
+func handedOff(yes bool) string {
+	if yes {
+		return "yes"
+	}
+	return "pending (the relay will enqueue it)"
+}
+
 func printEvent(w io.Writer, d dedupe.EventDetail) error {
 	ts := func(t *time.Time) string {
 		if t == nil {
@@ -187,8 +195,8 @@ func printEvent(w io.Writer, d dedupe.EventDetail) error {
 		}
 		return t.UTC().Format(time.DateTime)
 	}
-	fmt.Fprintf(w, "event       %s / %s\nstate       %s\nreceived    %s (last %s)\ndeliveries  %d\nenqueued    %s\ncontent     %s, %d bytes\n",
-		d.Source, d.ExternalID, d.State, ts(&d.ReceivedAt), ts(&d.LastReceivedAt), d.Deliveries, ts(d.EnqueuedAt),
+	fmt.Fprintf(w, "event       %s / %s\nstate       %s\nreceived    %s (last %s)\ndeliveries  %d\nhanded off  %s\ncontent     %s, %d bytes\n",
+		d.Source, d.ExternalID, d.State, ts(&d.ReceivedAt), ts(&d.LastReceivedAt), d.Deliveries, handedOff(d.HandedOff),
 		d.ContentType, d.PayloadBytes)
 	fmt.Fprintln(w, "\nruns:")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)

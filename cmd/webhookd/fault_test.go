@@ -289,7 +289,7 @@ func TestFaultRedisDownAtIngest(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	if got := schema.Int(t, `SELECT count(*) FROM events WHERE enqueued_at IS NULL`); got != n {
+	if got := schema.Int(t, `SELECT count(*) FROM event_outbox`); got != n {
 		t.Fatalf("%d events pending hand-off while Redis is down, want %d", got, n)
 	}
 	time.Sleep(time.Second) // the relay keeps failing meanwhile
@@ -400,7 +400,7 @@ func TestFaultKilledBetweenCommitAndEnqueue(t *testing.T) {
 	if code := gw.Wait(10 * time.Second); code != 3 {
 		t.Fatalf("faulty gateway exited %d, want 3 (the injected fault)", code)
 	}
-	if n := schema.Int(t, `SELECT count(*) FROM events WHERE external_id = 'evt_orphan' AND enqueued_at IS NULL`); n != 1 {
+	if n := schema.Int(t, `SELECT count(*) FROM events e JOIN event_outbox o USING (source, external_id) WHERE e.external_id = 'evt_orphan'`); n != 1 {
 		t.Fatalf("the committed, never enqueued event is not there (%d rows)", n)
 	}
 	if n := schema.Int(t, `SELECT count(*) FROM job_runs`); n != 0 {
@@ -582,7 +582,8 @@ func TestProcessRetention(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := schema.Pool.Exec(ctx, `UPDATE events SET received_at = now() - interval '2 hours',
-        last_received_at = now() - interval '2 hours', enqueued_at = now() WHERE external_id = 'evt_old'`); err != nil {
+        last_received_at = now() - interval '2 hours' WHERE external_id = 'evt_old';
+DELETE FROM event_outbox WHERE external_id = 'evt_old'`); err != nil {
 		t.Fatal(err)
 	}
 	before := time.Now()

@@ -165,7 +165,7 @@ sources:
 		t.Fatalf("destination saw %d calls for %d keys (repeated %v), want %d each once", st.Calls, st.Keys, st.Repeated, good)
 	}
 	var pending int
-	if err := p.Schema.Pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE enqueued_at IS NULL`).Scan(&pending); err != nil || pending != 0 {
+	if err := p.Schema.Pool.QueryRow(ctx, `SELECT count(*) FROM event_outbox`).Scan(&pending); err != nil || pending != 0 {
 		t.Errorf("%d events still pending (%v)", pending, err)
 	}
 }

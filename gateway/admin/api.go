@@ -18,23 +18,23 @@ import (
 
 // eventJSON is an event in the API's answers.
 type eventJSON struct {
-	Source         string     `json:"source"`
-	EventID        string     `json:"event_id"`
-	State          string     `json:"state"`
-	ReceivedAt     time.Time  `json:"received_at"`
-	LastReceivedAt time.Time  `json:"last_received_at"`
-	Deliveries     int        `json:"deliveries"`
-	ContentType    string     `json:"content_type"`
-	PayloadBytes   int        `json:"payload_bytes"`
-	EnqueuedAt     *time.Time `json:"enqueued_at"`
-	RunStatuses    []string   `json:"run_statuses"`
+	Source         string    `json:"source"`
+	EventID        string    `json:"event_id"`
+	State          string    `json:"state"`
+	ReceivedAt     time.Time `json:"received_at"`
+	LastReceivedAt time.Time `json:"last_received_at"`
+	Deliveries     int       `json:"deliveries"`
+	ContentType    string    `json:"content_type"`
+	PayloadBytes   int       `json:"payload_bytes"`
+	HandedOff      bool      `json:"handed_off"`
+	RunStatuses    []string  `json:"run_statuses"`
 }
 
 func toEventJSON(e dedupe.EventSummary) eventJSON {
 	return eventJSON{
 		Source: e.Source, EventID: e.ExternalID, State: e.State, ReceivedAt: e.ReceivedAt,
 		LastReceivedAt: e.LastReceivedAt, Deliveries: e.Deliveries, ContentType: e.ContentType,
-		PayloadBytes: e.PayloadBytes, EnqueuedAt: e.EnqueuedAt, RunStatuses: nonNil(e.RunStatuses),
+		PayloadBytes: e.PayloadBytes, HandedOff: e.HandedOff, RunStatuses: nonNil(e.RunStatuses),
 	}
 }
 

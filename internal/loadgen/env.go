@@ -225,13 +225,13 @@ func preload(ctx context.Context, pool *pgxpool.Pool, src Source, n int64, bodyS
 		go func() {
 			i := from
 			_, err := pool.CopyFrom(ctx, pgx.Identifier{"events"},
-				[]string{"source", "external_id", "content_type", "headers", "payload", "received_at", "last_received_at", "enqueued_at"},
+				[]string{"source", "external_id", "content_type", "headers", "payload", "received_at", "last_received_at"},
 				pgx.CopyFromFunc(func() ([]any, error) {
 					if i >= to {
 						return nil, nil
 					}
 					id := preloadID(i)
-					row := []any{source, id, "application/json", headers, makeBody(id, i, bodySize), now, now, now}
+					row := []any{source, id, "application/json", headers, makeBody(id, i, bodySize), now, now}
 					i++
 					if i%1000 == 0 {
 						done.Add(1000)

@@ -288,7 +288,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 func queueState(ctx context.Context, pool *pgxpool.Pool, cfg Config) (backlog, pending, active int64) {
 	backlog, pending, active = -1, -1, -1
 	if pool != nil {
-		_ = pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE enqueued_at IS NULL`).Scan(&backlog)
+		_ = pool.QueryRow(ctx, `SELECT count(*) FROM event_outbox`).Scan(&backlog)
 	}
 	if cfg.Target != "" {
 		return backlog, pending, active
