@@ -22,18 +22,20 @@ func outboxHasSQL(source, externalID string) string {
 }
 
 // markEnqueuedSQL confirms the hand-off of many events at once by deleting
-// their outbox rows. Each row is found by primary key and locked in key
-// order, so two relays confirming overlapping batches never deadlock, and
-// then deleted by its tuple id. A join on the key lets the planner scan
-// the whole outbox, dead rows included, whenever its statistics say the
-// outbox is nearly empty, which they usually do.
+// their outbox rows. Each row is found by primary key, in key order, and
+// deleted by its tuple id in that order, so two relays confirming
+// overlapping batches never deadlock; a row another transaction deleted
+// meanwhile is skipped. A join on the key lets the planner scan the whole
+// outbox, dead rows included, whenever its statistics say the outbox is
+// nearly empty, which they usually do; OFFSET 0 keeps the per-key lookup
+// from being flattened into such a join.
 const markEnqueuedSQL = `
-WITH locked AS MATERIALIZED (
+WITH found AS MATERIALIZED (
     SELECT o.ctid AS id
     FROM (SELECT s, x FROM unnest($1::text[], $2::text[]) AS u(s, x) ORDER BY s, x) u
-    CROSS JOIN LATERAL (SELECT ctid FROM event_outbox WHERE source = u.s AND external_id = u.x FOR UPDATE) o
+    CROSS JOIN LATERAL (SELECT ctid FROM event_outbox WHERE source = u.s AND external_id = u.x OFFSET 0) o
 )
-DELETE FROM event_outbox o USING locked l WHERE o.ctid = l.id`
+DELETE FROM event_outbox o USING found f WHERE o.ctid = f.id`
 
 // MarkEnqueued records that the jobs of refs are in the queue, so the relay
 // leaves them alone.
