@@ -5,7 +5,9 @@
 // asynq.ErrTaskIDConflict as "already queued"). The [Handler] claims the
 // key in Postgres (package dedupe) before anything else, calls the
 // destination with the key as its Idempotency-Key, and stores the outcome.
-// The [Relay] hands committed events to the queue off the request path and
+// The [Relay] hands committed events to the queue off the request path, in
+// batches written with one Redis script call each
+// ([Enqueuer.EnqueueEvents], which writes Asynq's own task records), and
 // re-finds any whose hand-off never happened; the [Sweeper] recovers runs
 // whose worker died.
 //
