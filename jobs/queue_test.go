@@ -370,3 +370,31 @@ func TestRelayFastPathLingers(t *testing.T) {
 		})
 	}
 }
+
+// TestRelayStopWhileLingering: a batch still gathering company when the
+// relay stops is handed off before Run returns, not left to the next scan.
+func TestRelayStopWhileLingering(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	routes := jobs.Routes{"src": {"dst": {Name: "dst", URL: "http://127.0.0.1:1/"}}}
+	store := &markRecorder{}
+	relay := jobs.NewRelay(store, jobs.NewEnqueuer(r.Client, r.Queue, routes),
+		jobs.RelayConfig{Interval: time.Hour, Linger: time.Hour, Logger: testLogger(t)})
+	ctx, cancel := context.WithCancel(testCtx(t))
+	done := make(chan struct{})
+	go func() { defer close(done); relay.Run(ctx) }()
+	relay.Notify("src", "evt_1")
+	time.Sleep(200 * time.Millisecond) // the fast path is lingering now
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if got := fmt.Sprint(store.sizes()); got != "[1]" {
+		t.Fatalf("batches marked %s, want [1]", got)
+	}
+	if n := r.Client.LLen(testCtx(t), "asynq:{"+r.Queue+"}:pending").Val(); n != 1 {
+		t.Fatalf("%d tasks pending, want 1", n)
+	}
+}

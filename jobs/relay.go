@@ -112,19 +112,29 @@ func (r *Relay) fastPath(ctx context.Context) {
 	for {
 		select {
 		case ref := <-r.fast:
-			r.handOff(ctx, r.collect(ctx, ref, r.cfg.Linger))
+			batch := r.collect(ctx, ref, r.cfg.Linger)
+			if ctx.Err() != nil {
+				// Stopped while lingering: the batch goes out with the rest.
+				r.drainFast(batch)
+				return
+			}
+			r.handOff(ctx, batch)
 		case <-ctx.Done():
-			r.drainFast()
+			r.drainFast(nil)
 			return
 		}
 	}
 }
 
-// drainFast hands off what the fast path still holds within a short grace
-// period; the scan finds anything this misses at the next start.
-func (r *Relay) drainFast() {
+// drainFast hands off batch and what the fast path still holds within a
+// short grace period; the scan finds anything this misses at the next
+// start.
+func (r *Relay) drainFast(batch []dedupe.EventRef) {
 	grace, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if len(batch) > 0 {
+		r.handOff(grace, batch)
+	}
 	for {
 		select {
 		case ref := <-r.fast:
