@@ -176,6 +176,11 @@ func RecordBatch(ctx context.Context, db DB, events []Event) ([]Recorded, error)
 		r := rec
 		r.Deliveries = first + j
 		r.Inserted = rec.Inserted && j == 0
+		if rec.Inserted && j > 0 {
+			// A repeat of an event this statement inserted: recorded,
+			// not yet handed off, no run.
+			r.State = StateReceived
+		}
 		results[i] = r
 	}
 	return results, nil

@@ -84,10 +84,11 @@ func TestRecordBatch(t *testing.T) {
 		want := []struct {
 			inserted   bool
 			deliveries int
-		}{{true, 1}, {true, 1}, {false, 2}, {true, 1}, {false, 3}}
+			state      string
+		}{{true, 1, ""}, {true, 1, ""}, {false, 2, "received"}, {true, 1, ""}, {false, 3, "received"}}
 		for i, w := range want {
-			if got[i].Inserted != w.inserted || got[i].Deliveries != w.deliveries || !got[i].Pending {
-				t.Errorf("event %d: got %+v, want inserted=%v deliveries=%d pending", i, got[i], w.inserted, w.deliveries)
+			if got[i].Inserted != w.inserted || got[i].Deliveries != w.deliveries || !got[i].Pending || got[i].State != w.state {
+				t.Errorf("event %d: got %+v, want inserted=%v deliveries=%d pending state %q", i, got[i], w.inserted, w.deliveries, w.state)
 			}
 		}
 		var deliveries int
