@@ -156,20 +156,7 @@ func (g *groupCommit[Req, Res]) loop() {
 		}
 		batch = g.fill(batch)
 		if len(batch) < g.cfg.LingerBelow && g.cfg.Linger > 0 {
-			linger.Reset(g.cfg.Linger)
-		wait:
-			for len(batch) < g.cfg.LingerBelow {
-				select {
-				case item := <-g.requests:
-					batch = append(batch, item)
-				case <-linger.C:
-					break wait
-				case <-g.stop:
-					break wait
-				}
-			}
-			linger.Stop()
-			batch = g.fill(batch)
+			batch = g.fill(g.waitForCompany(batch, linger))
 		}
 		wg.Add(1)
 		go func() {
@@ -178,6 +165,25 @@ func (g *groupCommit[Req, Res]) loop() {
 			g.run(batch)
 		}()
 	}
+}
+
+// waitForCompany adds items to batch as they arrive until it holds
+// LingerBelow, Linger has passed (on timer, which is stopped) or the
+// batcher is closing.
+func (g *groupCommit[Req, Res]) waitForCompany(batch []*pendingItem[Req, Res], timer *time.Timer) []*pendingItem[Req, Res] {
+	timer.Reset(g.cfg.Linger)
+	defer timer.Stop()
+	for len(batch) < g.cfg.LingerBelow {
+		select {
+		case item := <-g.requests:
+			batch = append(batch, item)
+		case <-timer.C:
+			return batch
+		case <-g.stop:
+			return batch
+		}
+	}
+	return batch
 }
 
 // fill adds the items already waiting to batch, up to MaxBatch.

@@ -35,7 +35,8 @@ type Recorded struct {
 	// confirmed.
 	Pending bool
 	// State is the event's state (see webhookd_event_state in the
-	// migrations) for a repeat; empty for a first delivery.
+	// migrations): "received" for a first delivery and for copies that
+	// arrived with it.
 	State string
 }
 
@@ -87,8 +88,8 @@ input AS (
 // relay's outbox, in the same statement. A repeat adds the number of
 // copies in this statement to the delivery count. It reports, per row,
 // whether it was inserted (xmax = 0), whether its hand-off is pending (a
-// new event's is; a repeat's while its outbox row is there), and for
-// repeats the event's state.
+// new event's is; a repeat's while its outbox row is there), and the
+// event's state (a new event has no runs to look up).
 var recordSQL = `
 WITH ` + eventsInputSQL + `, recorded AS (
     INSERT INTO events AS e
@@ -106,9 +107,9 @@ WITH ` + eventsInputSQL + `, recorded AS (
     FROM recorded r
 )
 SELECT r.source, r.external_id, r.deliveries, r.inserted, r.pending,
-       CASE WHEN r.inserted THEN '' ELSE
-           webhookd_event_state(NOT r.pending, ` + latestRunStatusesSQL("r.source", "r.external_id") + `, i.n)
-       END
+       webhookd_event_state(NOT r.pending,
+           CASE WHEN r.inserted THEN '{}'::text[] ELSE ` + latestRunStatusesSQL("r.source", "r.external_id") + ` END,
+           i.n)
 FROM checked r JOIN input i ON i.s = r.source AND i.x = r.external_id`
 
 // RecordBatch records events in one statement and returns one result per
@@ -176,11 +177,6 @@ func RecordBatch(ctx context.Context, db DB, events []Event) ([]Recorded, error)
 		r := rec
 		r.Deliveries = first + j
 		r.Inserted = rec.Inserted && j == 0
-		if rec.Inserted && j > 0 {
-			// A repeat of an event this statement inserted: recorded,
-			// not yet handed off, no run.
-			r.State = StateReceived
-		}
 		results[i] = r
 	}
 	return results, nil

@@ -85,7 +85,7 @@ func TestRecordBatch(t *testing.T) {
 			inserted   bool
 			deliveries int
 			state      string
-		}{{true, 1, ""}, {true, 1, ""}, {false, 2, "received"}, {true, 1, ""}, {false, 3, "received"}}
+		}{{true, 1, "received"}, {true, 1, "received"}, {false, 2, "received"}, {true, 1, "received"}, {false, 3, "received"}}
 		for i, w := range want {
 			if got[i].Inserted != w.inserted || got[i].Deliveries != w.deliveries || !got[i].Pending || got[i].State != w.state {
 				t.Errorf("event %d: got %+v, want inserted=%v deliveries=%d pending state %q", i, got[i], w.inserted, w.deliveries, w.state)

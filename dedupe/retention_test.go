@@ -51,6 +51,15 @@ func TestRetention(t *testing.T) {
 		if n := b.schema.Int(t, `SELECT count(*) FROM events WHERE external_id IN ('old_running', 'old_redelivered')`); n != 2 {
 			t.Fatalf("the running and the redelivered event were deleted")
 		}
+		// None of these events was handed off: a deleted one's outbox row
+		// goes with it, so the relay never enqueues an event that is gone.
+		if n := b.schema.Int(t, `SELECT count(*) FROM event_outbox o
+            WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.source = o.source AND e.external_id = o.external_id)`); n != 0 {
+			t.Fatalf("%d outbox rows of deleted events left", n)
+		}
+		if n := b.schema.Int(t, `SELECT count(*) FROM event_outbox`); n != 6 {
+			t.Fatalf("%d outbox rows left, want the 6 kept events'", n)
+		}
 		if n := b.schema.Int(t, `SELECT count(*) FROM job_runs WHERE external_id LIKE 'new%'`); n != 4 {
 			t.Fatalf("%d new runs left, want 4", n)
 		}

@@ -20,11 +20,27 @@ var ErrUnknownSource = errors.New("unknown source")
 // task (claim, call, store).
 const taskTimeoutMargin = 30 * time.Second
 
+// deliverTask is what both ways of enqueuing write for one key: the task
+// id, its payload and its timeout.
+type deliverTask struct {
+	id      string
+	payload []byte
+	timeout time.Duration
+}
+
+func newDeliverTask(p DeliverPayload, dest Destination) (deliverTask, error) {
+	body, err := json.Marshal(p)
+	if err != nil {
+		return deliverTask{}, fmt.Errorf("error encoding deliver payload: %w", err)
+	}
+	return deliverTask{id: p.Key(), payload: body, timeout: dest.WithDefaults().Timeout + taskTimeoutMargin}, nil
+}
+
 // Enqueuer puts deliver tasks on the queue, one per (event, destination),
 // with the job key as the Asynq task id.
 type Enqueuer struct {
-	client *asynq.Client
-	writer *taskWriter
+	client *asynq.Client // one task per round trip: replays, the sweeper
+	rdb    redis.UniversalClient
 	queue  string
 	routes Routes
 }
@@ -37,7 +53,7 @@ func NewEnqueuer(rdb redis.UniversalClient, queue string, routes Routes) *Enqueu
 	}
 	return &Enqueuer{
 		client: asynq.NewClientFromRedisClient(rdb),
-		writer: &taskWriter{rdb: rdb, queue: queue, clock: time.Now},
+		rdb:    rdb,
 		queue:  queue,
 		routes: routes,
 	}
@@ -54,15 +70,15 @@ func (e *Enqueuer) Enqueue(ctx context.Context, p DeliverPayload) error {
 	if !ok {
 		return fmt.Errorf("error enqueuing %s/%s: %w", p.Source, p.Destination, ErrUnknownSource)
 	}
-	body, err := json.Marshal(p)
+	t, err := newDeliverTask(p, dest)
 	if err != nil {
-		return fmt.Errorf("error encoding deliver payload: %w", err)
+		return err
 	}
-	_, err = e.client.EnqueueContext(ctx, asynq.NewTask(TypeDeliver, body),
-		asynq.TaskID(p.Key()),
+	_, err = e.client.EnqueueContext(ctx, asynq.NewTask(TypeDeliver, t.payload),
+		asynq.TaskID(t.id),
 		asynq.Queue(e.queue),
 		asynq.MaxRetry(maxTaskRetry),
-		asynq.Timeout(dest.WithDefaults().Timeout+taskTimeoutMargin),
+		asynq.Timeout(t.timeout),
 	)
 	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		return fmt.Errorf("error enqueuing key %s: %w", p.Key(), err)
@@ -90,7 +106,7 @@ func (e *Enqueuer) EnqueueEvent(ctx context.Context, source, eventID string) err
 // the caller should treat every event as not queued: enqueuing them again
 // leaves the tasks already written as they are.
 func (e *Enqueuer) EnqueueEvents(ctx context.Context, refs []dedupe.EventRef) (unrouted []dedupe.EventRef, err error) {
-	tasks := make([]newTask, 0, len(refs))
+	tasks := make([]deliverTask, 0, len(refs))
 	for _, ref := range refs {
 		dests, ok := e.routes[ref.Source]
 		if !ok {
@@ -98,15 +114,14 @@ func (e *Enqueuer) EnqueueEvents(ctx context.Context, refs []dedupe.EventRef) (u
 			continue
 		}
 		for name, dest := range dests {
-			p := DeliverPayload{Source: ref.Source, EventID: ref.ExternalID, Destination: name}
-			body, err := json.Marshal(p)
+			t, err := newDeliverTask(DeliverPayload{Source: ref.Source, EventID: ref.ExternalID, Destination: name}, dest)
 			if err != nil {
-				return unrouted, fmt.Errorf("error encoding deliver payload: %w", err)
+				return unrouted, err
 			}
-			tasks = append(tasks, newTask{id: p.Key(), payload: body, timeout: dest.WithDefaults().Timeout + taskTimeoutMargin})
+			tasks = append(tasks, t)
 		}
 	}
-	if _, err := e.writer.write(ctx, tasks); err != nil {
+	if err := e.writeTasks(ctx, tasks); err != nil {
 		return unrouted, fmt.Errorf("error enqueuing %d events: %w", len(refs), err)
 	}
 	return unrouted, nil

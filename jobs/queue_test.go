@@ -325,6 +325,43 @@ func (m *markRecorder) sizes() []int {
 	return out
 }
 
+// fastPath is a running relay whose store records the batches it marks,
+// and the test's own Redis with the queue the relay fills.
+type fastPath struct {
+	relay *jobs.Relay
+	store *markRecorder
+	redis *redistest.DB
+	stop  func() // ends Run and waits for it to return
+}
+
+func startFastPath(t *testing.T, linger time.Duration) *fastPath {
+	t.Helper()
+	r := redistest.New(t)
+	routes := jobs.Routes{"src": {"dst": {Name: "dst", URL: "http://127.0.0.1:1/"}}}
+	store := &markRecorder{}
+	relay := jobs.NewRelay(store, jobs.NewEnqueuer(r.Client, r.Queue, routes),
+		jobs.RelayConfig{Interval: time.Hour, Linger: linger, Logger: testLogger(t)})
+	ctx, cancel := context.WithCancel(testCtx(t))
+	done := make(chan struct{})
+	go func() { defer close(done); relay.Run(ctx) }()
+	stop := func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run did not return after its context ended")
+		}
+	}
+	t.Cleanup(cancel)
+	return &fastPath{relay: relay, store: store, redis: r, stop: stop}
+}
+
+// pending returns how many tasks wait in the queue.
+func (f *fastPath) pending(t *testing.T) int64 {
+	t.Helper()
+	return f.redis.Client.LLen(testCtx(t), "asynq:{"+f.redis.Queue+"}:pending").Val()
+}
+
 // TestRelayFastPathLingers: events notified a little apart are enqueued
 // and marked as one batch while the fast path lingers, one by one when
 // the linger is shorter than the gaps.
@@ -340,31 +377,23 @@ func TestRelayFastPathLingers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r := redistest.New(t)
-			routes := jobs.Routes{"src": {"dst": {Name: "dst", URL: "http://127.0.0.1:1/"}}}
-			store := &markRecorder{}
-			relay := jobs.NewRelay(store, jobs.NewEnqueuer(r.Client, r.Queue, routes),
-				jobs.RelayConfig{Interval: time.Hour, Linger: tc.givenLinger, Logger: testLogger(t)})
-			ctx, cancel := context.WithCancel(testCtx(t))
-			done := make(chan struct{})
-			go func() { defer close(done); relay.Run(ctx) }()
+			f := startFastPath(t, tc.givenLinger)
 			for i := range 5 {
-				relay.Notify("src", fmt.Sprintf("evt_%d", i))
+				f.relay.Notify("src", fmt.Sprintf("evt_%d", i))
 				time.Sleep(100 * time.Millisecond)
 			}
 			pipelinetest.Eventually(t, 10*time.Second, "5 events marked", func() bool {
 				n := 0
-				for _, s := range store.sizes() {
+				for _, s := range f.store.sizes() {
 					n += s
 				}
 				return n == 5
 			})
-			cancel()
-			<-done
-			if got := fmt.Sprint(store.sizes()); got != tc.expectSizes {
+			f.stop()
+			if got := fmt.Sprint(f.store.sizes()); got != tc.expectSizes {
 				t.Fatalf("batches marked %s, want %s", got, tc.expectSizes)
 			}
-			if n := r.Client.LLen(testCtx(t), "asynq:{"+r.Queue+"}:pending").Val(); n != 5 {
+			if n := f.pending(t); n != 5 {
 				t.Fatalf("%d tasks pending, want 5", n)
 			}
 		})
@@ -375,26 +404,14 @@ func TestRelayFastPathLingers(t *testing.T) {
 // relay stops is handed off before Run returns, not left to the next scan.
 func TestRelayStopWhileLingering(t *testing.T) {
 	t.Parallel()
-	r := redistest.New(t)
-	routes := jobs.Routes{"src": {"dst": {Name: "dst", URL: "http://127.0.0.1:1/"}}}
-	store := &markRecorder{}
-	relay := jobs.NewRelay(store, jobs.NewEnqueuer(r.Client, r.Queue, routes),
-		jobs.RelayConfig{Interval: time.Hour, Linger: time.Hour, Logger: testLogger(t)})
-	ctx, cancel := context.WithCancel(testCtx(t))
-	done := make(chan struct{})
-	go func() { defer close(done); relay.Run(ctx) }()
-	relay.Notify("src", "evt_1")
+	f := startFastPath(t, time.Hour)
+	f.relay.Notify("src", "evt_1")
 	time.Sleep(200 * time.Millisecond) // the fast path is lingering now
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after its context ended")
-	}
-	if got := fmt.Sprint(store.sizes()); got != "[1]" {
+	f.stop()
+	if got := fmt.Sprint(f.store.sizes()); got != "[1]" {
 		t.Fatalf("batches marked %s, want [1]", got)
 	}
-	if n := r.Client.LLen(testCtx(t), "asynq:{"+r.Queue+"}:pending").Val(); n != 1 {
+	if n := f.pending(t); n != 1 {
 		t.Fatalf("%d tasks pending, want 1", n)
 	}
 }

@@ -14,10 +14,10 @@ import (
 // own script: at thousands of events a second that was the largest single
 // cost of an acknowledgement after the HTTP exchange itself (about 25 µs
 // in this process and 28 µs in Redis per task; docs/performance.md). The
-// relay hands tasks off in batches, so taskWriter writes a batch the way
-// Asynq's client writes one task — the same keys, fields and encoded
-// message, checked against Asynq's own writes by TestTaskWriterMatchesAsynq
-// — in one script call.
+// relay hands tasks off in batches, so Enqueuer.writeTasks writes a batch
+// the way Asynq's client writes one task — the same keys, fields and
+// encoded message, checked against Asynq's own writes by
+// TestEnqueueEventsMatchesAsynq — in one script call.
 //
 // The layout is Asynq v0.26's (internal/rdb.enqueueCmd and
 // internal/base): a task is the hash asynq:{<queue>}:t:<id> with fields
@@ -30,7 +30,8 @@ import (
 //
 // KEYS[1] is the queue's pending list, KEYS[1+i] task i's hash. ARGV[1] is
 // the time in Unix ns, ARGV[2i] task i's id and ARGV[2i+1] its encoded
-// message. It returns how many tasks were new.
+// message. It returns how many tasks were new (for redis-cli; webhookd
+// does not need it).
 var enqueueBatchScript = redis.NewScript(`
 local ids = {}
 for i = 2, #KEYS do
@@ -53,61 +54,40 @@ func asynqQueueKeyPrefix(queue string) string { return "asynq:{" + queue + "}:" 
 // thousand values, and a short script keeps Redis responsive.
 const maxTasksPerScript = 500
 
-// newTask is one task for taskWriter.
-type newTask struct {
-	id      string
-	payload []byte
-	timeout time.Duration
-}
-
-// taskWriter writes deliver tasks to one Asynq queue in batches.
-type taskWriter struct {
-	rdb   redis.UniversalClient
-	queue string
-	clock func() time.Time
-}
-
-// write enqueues tasks whose ids are not taken and returns how many were
-// new. A task whose id is taken is left as it is, as Asynq's client does
-// (it answers ErrTaskIDConflict). On error some of the tasks may have been
-// written; writing them again is a no-op.
-func (w *taskWriter) write(ctx context.Context, tasks []newTask) (int, error) {
-	prefix := asynqQueueKeyPrefix(w.queue)
-	added := 0
+// writeTasks enqueues the tasks whose ids are not taken. A task whose id
+// is taken is left as it is, as Asynq's client does (it answers
+// ErrTaskIDConflict). On error some of the tasks may have been written;
+// writing them again is a no-op.
+func (e *Enqueuer) writeTasks(ctx context.Context, tasks []deliverTask) error {
+	prefix := asynqQueueKeyPrefix(e.queue)
 	for len(tasks) > 0 {
 		chunk := tasks[:min(len(tasks), maxTasksPerScript)]
 		tasks = tasks[len(chunk):]
 		keys := make([]string, 1, len(chunk)+1)
 		keys[0] = prefix + "pending"
 		args := make([]any, 1, 2*len(chunk)+1)
-		args[0] = strconv.FormatInt(w.clock().UnixNano(), 10)
+		args[0] = strconv.FormatInt(time.Now().UnixNano(), 10)
 		for _, t := range chunk {
 			keys = append(keys, prefix+"t:"+t.id)
-			args = append(args, t.id, encodeTaskMessage(TypeDeliver, t.payload, t.id, w.queue, maxTaskRetry, t.timeout))
+			args = append(args, t.id, encodeTaskMessage(TypeDeliver, t.payload, t.id, e.queue, maxTaskRetry, t.timeout))
 		}
 		// The queue is registered in the same round trip, as Asynq's
 		// client registers it before its first enqueue; doing it every
 		// time also registers it again after Redis lost its data.
 		var run *redis.Cmd
-		_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.SAdd(ctx, asynqQueuesKey, w.queue)
+		_, err := e.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.SAdd(ctx, asynqQueuesKey, e.queue)
 			run = enqueueBatchScript.EvalSha(ctx, p, keys, args...)
 			return nil
 		})
 		if err != nil && redis.HasErrorPrefix(run.Err(), "NOSCRIPT") {
-			run = enqueueBatchScript.Run(ctx, w.rdb, keys, args...)
-			err = run.Err()
+			err = enqueueBatchScript.Run(ctx, e.rdb, keys, args...).Err()
 		}
 		if err != nil {
-			return added, fmt.Errorf("error writing %d tasks to queue %s: %w", len(chunk), w.queue, err)
+			return fmt.Errorf("error writing %d tasks to queue %s: %w", len(chunk), e.queue, err)
 		}
-		n, err := run.Int()
-		if err != nil {
-			return added, fmt.Errorf("error reading the answer of the enqueue script: %w", err)
-		}
-		added += n
 	}
-	return added, nil
+	return nil
 }
 
 // encodeTaskMessage encodes Asynq's TaskMessage (internal/proto/asynq.proto

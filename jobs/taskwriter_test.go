@@ -2,6 +2,8 @@ package jobs_test
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -49,7 +51,7 @@ func TestEnqueueEventsMatchesAsynq(t *testing.T) {
 		}
 	}
 	if len(got) != len(want) {
-		t.Errorf("fields: got %v, Asynq wrote %v", keys(got), keys(want))
+		t.Errorf("fields: got %v, Asynq wrote %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
 	}
 	since, err := strconv.ParseInt(got["pending_since"], 10, 64)
 	if err != nil || since < before.UnixNano() || since > time.Now().UnixNano() {
@@ -196,12 +198,4 @@ func TestEnqueueEvents(t *testing.T) {
 			t.Fatal("no error with Redis unreachable")
 		}
 	})
-}
-
-func keys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
