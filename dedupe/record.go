@@ -107,9 +107,12 @@ WITH ` + eventsInputSQL + `, recorded AS (
     FROM recorded r
 )
 SELECT r.source, r.external_id, r.deliveries, r.inserted, r.pending,
-       webhookd_event_state(NOT r.pending,
-           CASE WHEN r.inserted THEN '{}'::text[] ELSE ` + latestRunStatusesSQL("r.source", "r.external_id") + ` END,
-           i.n)
+       -- A new event is 'received' (webhookd_event_state for an event
+       -- not handed off, with no runs), written out: calling the function
+       -- for every new event cost ~12 µs of Postgres per ack.
+       CASE WHEN r.inserted THEN 'received' ELSE
+           webhookd_event_state(NOT r.pending, ` + latestRunStatusesSQL("r.source", "r.external_id") + `, i.n)
+       END
 FROM checked r JOIN input i ON i.s = r.source AND i.x = r.external_id`
 
 // RecordBatch records events in one statement and returns one result per
