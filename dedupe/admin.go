@@ -48,8 +48,9 @@ type EventSummary struct {
 	ContentType    string
 	// PayloadBytes is the size of the stored body.
 	PayloadBytes int
-	// HandedOff is true once the event's tasks are in the queue; false
-	// while its hand-off is pending in the relay's outbox.
+	// HandedOff is true once every destination of the event has a run;
+	// false while it is in the relay's outbox (recorded, some destination
+	// not yet claimed by a worker).
 	HandedOff bool
 	// State is the event's state, from the latest run of each destination.
 	State string
@@ -236,6 +237,19 @@ type Run struct {
 	ReplayReason string
 }
 
+// Call states, as stored in delivery_attempts.state.
+const (
+	// CallCalling: the call was logged before it was made; its outcome is
+	// not stored yet.
+	CallCalling = "calling"
+	// CallFinished: the call's outcome is stored.
+	CallFinished = "finished"
+	// CallUnknown: the worker stopped (or lost its lease) between logging
+	// the call and storing its outcome: the destination may have acted on
+	// it, so a later call with the same key may be a duplicate there.
+	CallUnknown = "unknown"
+)
+
 // Attempt is one destination call (a delivery_attempts row).
 type Attempt struct {
 	Key        string
@@ -244,7 +258,27 @@ type Attempt struct {
 	Succeeded  bool
 	Error      string
 	Duration   time.Duration
-	CreatedAt  time.Time
+	// CreatedAt is when the call started.
+	CreatedAt time.Time
+	// State is CallCalling, CallFinished or CallUnknown.
+	State string
+	// Outcome names how a finished call ended (done, retry, permanent,
+	// hold); empty while calling, when unknown, and for calls logged
+	// before outcomes were named.
+	Outcome string
+}
+
+// Summary describes the call's outcome in a few words for people.
+func (a Attempt) Summary() string {
+	switch {
+	case a.State == CallCalling:
+		return "in flight"
+	case a.State == CallUnknown:
+		return "outcome unknown: the worker stopped mid-call (possible duplicate at the destination)"
+	case a.Succeeded:
+		return "ok"
+	}
+	return a.Error
 }
 
 const eventDetailSQL = `
@@ -262,7 +296,8 @@ ORDER BY destination, generation`
 
 const eventAttemptsSQL = `
 SELECT * FROM (
-    SELECT key, call, COALESCE(status_code, 0), succeeded, COALESCE(error, ''), duration_ms, created_at, id
+    SELECT key, call, COALESCE(status_code, 0), succeeded, COALESCE(error, ''), duration_ms, created_at,
+           state, COALESCE(outcome, ''), id
     FROM delivery_attempts WHERE key = ANY($1::text[])
     ORDER BY id DESC LIMIT 500
 ) a ORDER BY id`
@@ -309,7 +344,7 @@ func (s *Store) GetEvent(ctx context.Context, source, externalID string, destina
 			ms float64
 			id int64
 		)
-		if err := rows.Scan(&a.Key, &a.Call, &a.StatusCode, &a.Succeeded, &a.Error, &ms, &a.CreatedAt, &id); err != nil {
+		if err := rows.Scan(&a.Key, &a.Call, &a.StatusCode, &a.Succeeded, &a.Error, &ms, &a.CreatedAt, &a.State, &a.Outcome, &id); err != nil {
 			return EventDetail{}, fmt.Errorf("error reading attempts: %w", err)
 		}
 		a.Duration = time.Duration(ms * float64(time.Millisecond))

@@ -54,7 +54,7 @@ func TestEventStates(t *testing.T) {
 	for _, c := range cases {
 		b.recordEvent(t, c.id)
 		if !c.pending {
-			if err := b.store.MarkEnqueued(ctx, []dedupe.EventRef{{Source: "src", ExternalID: c.id}}); err != nil {
+			if err := b.store.SettleEvents(ctx, []dedupe.EventRef{{Source: "src", ExternalID: c.id}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -148,7 +148,7 @@ func TestGetEventRunsAndAttempts(t *testing.T) {
 	ctx := testCtx(t)
 	b.recordEvent(t, "g1")
 	c := mustClaim(t, b, claimReq("g1", 3, time.Minute), dedupe.Claimed)
-	mustFinish(t, b, "src:dst:g1", dedupe.Finish{Kind: dedupe.FinishPermanent, Call: c.Call, Called: true, StatusCode: 400, Error: "destination refused: HTTP 400"})
+	mustFinish(t, b, "src:dst:g1", dedupe.Finish{Outcome: dedupe.OutcomePermanent, Call: c.Call, Called: true, StatusCode: 400, Error: "destination refused: HTTP 400"})
 
 	d, err := b.store.GetEvent(ctx, "src", "g1", 1)
 	if err != nil {
@@ -174,7 +174,7 @@ func TestReopenRunLetsTheClaimTakeItAgain(t *testing.T) {
 	ctx := testCtx(t)
 	b.recordEvent(t, "r1")
 	c := mustClaim(t, b, claimReq("r1", 1, time.Minute), dedupe.Claimed)
-	if f := mustFinish(t, b, "src:dst:r1", dedupe.Finish{Kind: dedupe.FinishRetry, Call: c.Call, Called: true, StatusCode: 500}); f.Status != dedupe.StatusDead {
+	if f := mustFinish(t, b, "src:dst:r1", dedupe.Finish{Outcome: dedupe.OutcomeRetry, Call: c.Call, Called: true, StatusCode: 500}); f.Status != dedupe.StatusDead {
 		t.Fatalf("status %s, want dead", f.Status)
 	}
 	mustClaim(t, b, claimReq("r1", 1, time.Minute), dedupe.Ended)

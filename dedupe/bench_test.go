@@ -123,7 +123,7 @@ func BenchmarkClaimFinish(b *testing.B) {
 		if c.Outcome != dedupe.Claimed {
 			b.Fatalf("claim of %s: %v", key, c.Outcome)
 		}
-		if _, err := store.Finish(ctx, key, dedupe.Finish{Kind: dedupe.FinishDone, Call: c.Call, Called: true,
+		if _, err := store.Finish(ctx, key, dedupe.Finish{Outcome: dedupe.OutcomeDone, Call: c.Call, Called: true,
 			StatusCode: 200, Result: result, Duration: time.Millisecond}); err != nil {
 			b.Fatal(err)
 		}
@@ -161,7 +161,7 @@ func BenchmarkRunBatcher(b *testing.B) {
 					b.Errorf("claim of %s: %v %v", key, c.Outcome, err)
 					return
 				}
-				if _, err := runs.Finish(ctx, key, dedupe.Finish{Kind: dedupe.FinishDone, Call: c.Call, Called: true,
+				if _, err := runs.Finish(ctx, key, dedupe.Finish{Outcome: dedupe.OutcomeDone, Call: c.Call, Called: true,
 					StatusCode: 200, Result: result, Duration: time.Millisecond}); err != nil {
 					b.Errorf("finish of %s: %v", key, err)
 					return

@@ -93,7 +93,9 @@ type StoredEvent struct {
 
 // claimSQL claims many keys at once: each is created as running, or a
 // retryable failed run, or a held run whose hold has passed, is taken back
-// to running; any other existing row is reported unchanged. Rows are
+// to running, and the call about to be made is logged in
+// delivery_attempts as 'calling'; any other existing row is reported
+// unchanged. Rows are
 // claimed in key order so concurrent batches never deadlock. The existing
 // rows are read in the statement's snapshot: a row the upsert would have
 // taken but did not was taken by a concurrent claim that committed while
@@ -117,10 +119,20 @@ WITH input AS (
             started_at = now(),
             completed_at = NULL,
             lease_until = EXCLUDED.lease_until,
-            held_until = NULL
+            held_until = NULL,
+            retry_at = NULL
         WHERE (r.status = 'failed' AND NOT r.permanent)
            OR (r.status = 'running' AND r.held_until IS NOT NULL AND r.held_until <= now())
     RETURNING r.key, r.status, r.calls, r.attempts, r.lease_until
+), started AS (
+    -- The call is logged before it is made. An ordered event's call is
+    -- logged by the ordering guard instead, once it lets the call go.
+    INSERT INTO delivery_attempts (key, call, succeeded, duration_ms, state)
+    SELECT c.key, c.calls, false, 0, 'calling'
+    FROM claimed c
+    JOIN input i ON i.key = c.key
+    JOIN events e ON e.source = i.source AND e.external_id = i.external_id
+    WHERE e.order_entity IS NULL
 )
 SELECT i.key,
        c.key IS NOT NULL,

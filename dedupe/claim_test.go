@@ -64,7 +64,7 @@ func TestClaimRaceExactlyOneWins(t *testing.T) {
 		b.recordEvent(t, "evt_1")
 		req := claimReq("evt_1", 5, time.Minute)
 		c := mustClaim(t, b, req, dedupe.Claimed)
-		mustFinish(t, b, req.Key, dedupe.Finish{Kind: dedupe.FinishRetry, Call: c.Call, Called: true, StatusCode: 500, Error: "HTTP 500"})
+		mustFinish(t, b, req.Key, dedupe.Finish{Outcome: dedupe.OutcomeRetry, Call: c.Call, Called: true, StatusCode: 500, Error: "HTTP 500"})
 		// Every racer finds the run failed (retryable); one takes it back,
 		// and none may conclude the run ended.
 		got := raceClaims(t, b, req, racers)
@@ -82,8 +82,8 @@ func TestClaimRaceExactlyOneWins(t *testing.T) {
 		b.recordEvent(t, "evt_1")
 		req := claimReq("evt_1", 1, time.Minute)
 		c := mustClaim(t, b, req, dedupe.Claimed)
-		mustFinish(t, b, req.Key, dedupe.Finish{Kind: dedupe.FinishHold, Call: c.Call, Called: true, StatusCode: 429,
-			HoldFor: time.Millisecond, Lease: time.Minute})
+		mustFinish(t, b, req.Key, dedupe.Finish{Outcome: dedupe.OutcomeHold, Call: c.Call, Called: true, StatusCode: 429,
+			Wait: time.Millisecond, Lease: time.Minute})
 		time.Sleep(20 * time.Millisecond)
 		got := raceClaims(t, b, req, racers)
 		if got[dedupe.Claimed] != 1 || got[dedupe.RunningElsewhere] != racers-1 {
@@ -100,7 +100,7 @@ func TestClaimRaceExactlyOneWins(t *testing.T) {
 		b.recordEvent(t, "evt_1")
 		req := claimReq("evt_1", 5, time.Minute)
 		c := mustClaim(t, b, req, dedupe.Claimed)
-		mustFinish(t, b, req.Key, dedupe.Finish{Kind: dedupe.FinishDone, Call: c.Call, Called: true, StatusCode: 200,
+		mustFinish(t, b, req.Key, dedupe.Finish{Outcome: dedupe.OutcomeDone, Call: c.Call, Called: true, StatusCode: 200,
 			Result: []byte(`{"status_code":200}`)})
 		got := raceClaims(t, b, req, racers)
 		if got[dedupe.AlreadyDone] != racers {
@@ -136,18 +136,18 @@ func TestClaimOutcomes(t *testing.T) {
 		b := setup(t)
 		for _, tc := range []struct {
 			id   string
-			kind dedupe.FinishKind
+			kind dedupe.Outcome
 			max  int
 			want string
 		}{
-			{"evt_perm", dedupe.FinishPermanent, 5, dedupe.StatusFailed},
-			{"evt_dead", dedupe.FinishRetry, 1, dedupe.StatusDead},
-			{"evt_stale", dedupe.FinishStale, 5, dedupe.StatusSkippedStale},
+			{"evt_perm", dedupe.OutcomePermanent, 5, dedupe.StatusFailed},
+			{"evt_dead", dedupe.OutcomeRetry, 1, dedupe.StatusDead},
+			{"evt_stale", dedupe.OutcomeStale, 5, dedupe.StatusSkippedStale},
 		} {
 			b.recordEvent(t, tc.id)
 			req := claimReq(tc.id, tc.max, time.Minute)
 			c := mustClaim(t, b, req, dedupe.Claimed)
-			fin := mustFinish(t, b, req.Key, dedupe.Finish{Kind: tc.kind, Call: c.Call, Called: tc.kind != dedupe.FinishStale, StatusCode: 400})
+			fin := mustFinish(t, b, req.Key, dedupe.Finish{Outcome: tc.kind, Call: c.Call, Called: tc.kind != dedupe.OutcomeStale, StatusCode: 400})
 			if fin.Status != tc.want {
 				t.Fatalf("%s: finished %s, want %s", tc.id, fin.Status, tc.want)
 			}
@@ -181,7 +181,7 @@ func TestClaimBlockedBehindConcurrentClaim(t *testing.T) {
 	b.recordEvent(t, "evt_1")
 	req := claimReq("evt_1", 5, time.Minute)
 	c := mustClaim(t, b, req, dedupe.Claimed)
-	mustFinish(t, b, req.Key, dedupe.Finish{Kind: dedupe.FinishRetry, Call: c.Call, Called: true, StatusCode: 503})
+	mustFinish(t, b, req.Key, dedupe.Finish{Outcome: dedupe.OutcomeRetry, Call: c.Call, Called: true, StatusCode: 503})
 
 	ctx := testCtx(t)
 	tx, err := b.schema.Pool.Begin(ctx)

@@ -56,3 +56,60 @@ func (s *Store) DuplicateKeys(ctx context.Context, window time.Duration) ([]Dupl
 	}
 	return keys, nil
 }
+
+// UnknownCall is a destination call whose outcome was never stored: the
+// worker stopped between logging the call and storing what the
+// destination answered. The destination may have acted on it, so it is a
+// possible duplicate of the key's later calls: the duplicate check above
+// counts only outcomes that were stored.
+type UnknownCall struct {
+	// Key is the job key; Call numbers the call among the key's calls.
+	Key  string
+	Call int
+	// StartedAt is when the call was logged.
+	StartedAt time.Time
+	// LaterSuccess is true when a later call of the key succeeded: if the
+	// destination acted on this one too, it acted twice.
+	LaterSuccess bool
+}
+
+// unknownCallsSQL lists calls of unknown outcome since the window's
+// start, newest first; delivery_attempts_created_at_idx bounds the scan to
+// the window.
+const unknownCallsSQL = `
+SELECT u.key, u.call, u.created_at,
+       EXISTS (SELECT 1 FROM delivery_attempts s WHERE s.key = u.key AND s.call > u.call AND s.succeeded),
+       count(*) OVER ()
+FROM delivery_attempts u
+WHERE u.state = 'unknown' AND u.created_at >= now() - $1 * interval '1 millisecond'
+ORDER BY u.created_at DESC, u.key
+LIMIT $2`
+
+// UnknownCalls returns how many calls of unknown outcome were logged in
+// the last window (DefaultDuplicateWindow when window is not positive)
+// and the newest of them, at most 1000.
+func (s *Store) UnknownCalls(ctx context.Context, window time.Duration) (int, []UnknownCall, error) {
+	if window <= 0 {
+		window = DefaultDuplicateWindow
+	}
+	rows, err := s.pool.Query(ctx, unknownCallsSQL, window.Milliseconds(), maxDuplicateKeys)
+	if err != nil {
+		return 0, nil, fmt.Errorf("error listing calls of unknown outcome: %w", err)
+	}
+	defer rows.Close()
+	var (
+		total int
+		calls []UnknownCall
+	)
+	for rows.Next() {
+		var c UnknownCall
+		if err := rows.Scan(&c.Key, &c.Call, &c.StartedAt, &c.LaterSuccess, &total); err != nil {
+			return 0, nil, fmt.Errorf("error listing calls of unknown outcome: %w", err)
+		}
+		calls = append(calls, c)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, fmt.Errorf("error listing calls of unknown outcome: %w", err)
+	}
+	return total, calls, nil
+}

@@ -10,48 +10,63 @@ import (
 // ErrClaimLost is returned by [Store.Finish] when the run is no longer the
 // one the caller claimed: its lease passed and the sweeper (or a replay)
 // handed it on. The caller's outcome is not stored; its call is still
-// logged in delivery_attempts.
+// completed in delivery_attempts.
 var ErrClaimLost = errors.New("claim lost")
 
-// FinishKind says how a claimed run ends (or pauses).
-type FinishKind int
+// Outcome names how a claimed call ended (or paused), as sent to SQL
+// and stored in delivery_attempts.outcome. What each does to the run is
+// written once, in finishSQL.
+type Outcome string
 
 const (
-	// FinishDone stores the destination's 2xx result.
-	FinishDone FinishKind = iota + 1
-	// FinishRetry counts a failed attempt (408, 5xx, timeout, connection
-	// error); the run goes failed, or dead once attempts reach
-	// max_attempts.
-	FinishRetry
-	// FinishPermanent fails the run for good (a 4xx other than 408/429).
-	FinishPermanent
-	// FinishHold keeps the run for a later retry without counting an
-	// attempt (429, or 503 with Retry-After).
-	FinishHold
-	// FinishStale marks the run skipped_stale; the destination was not
+	// OutcomeDone stores the destination's 2xx result: the run is done.
+	OutcomeDone Outcome = "done"
+	// OutcomeRetry counts a failed attempt (408, 5xx, timeout, connection
+	// error): the run goes failed with its retry due after Wait, or dead
+	// once attempts reach max_attempts.
+	OutcomeRetry Outcome = "retry"
+	// OutcomePermanent fails the run for good (a 4xx other than 408/429):
+	// only a replay reopens it.
+	OutcomePermanent Outcome = "permanent"
+	// OutcomeHold keeps the run for a try after Wait without counting an
+	// attempt (429, 503 with Retry-After, an entity busy elsewhere).
+	OutcomeHold Outcome = "hold"
+	// OutcomeStale marks the run skipped_stale; the destination was not
 	// called.
-	FinishStale
+	OutcomeStale Outcome = "stale"
 )
+
+// valid reports whether o is one of the outcomes finishSQL knows.
+func (o Outcome) valid() bool {
+	switch o {
+	case OutcomeDone, OutcomeRetry, OutcomePermanent, OutcomeHold, OutcomeStale:
+		return true
+	}
+	return false
+}
 
 // Finish is how a claimed run ended.
 type Finish struct {
-	Kind FinishKind
+	Outcome Outcome
 	// Call is the call number the claim returned.
 	Call int
-	// Called is true when the destination was called; the call is then
-	// recorded in delivery_attempts.
+	// Called is true when the destination was called; the call's
+	// delivery_attempts row (written when the call started) then gets its
+	// outcome.
 	Called bool
 	// StatusCode is the destination's HTTP status, or 0 without an answer.
 	StatusCode int
-	// Result is the stored result (JSON) for FinishDone.
+	// Result is the stored result (JSON) for OutcomeDone.
 	Result []byte
 	// Error describes the failure; never a secret or a payload.
 	Error string
 	// Duration is how long the call took.
 	Duration time.Duration
-	// HoldFor is the hold's length for FinishHold.
-	HoldFor time.Duration
-	// Lease is added to HoldFor as the held run's lease.
+	// Wait is how long until the next try: the backoff of OutcomeRetry
+	// (unless the run dies), the hold of OutcomeHold. It is stored as the
+	// run's retry_at, which the reconciler watches.
+	Wait time.Duration
+	// Lease is added to Wait as a held run's lease.
 	Lease time.Duration
 }
 
@@ -64,8 +79,10 @@ type Finished struct {
 }
 
 // finishSQL stores many outcomes at once, each conditional on the call
-// its claim returned, and logs every call made in delivery_attempts. Kinds
-// are the FinishKind values. Each run is found by key and locked, in key
+// its claim returned, and completes the delivery_attempts row of every
+// call made (written as 'calling' when the call started; inserted here
+// for a call that has none) or deletes it for a call that was not made. It is the one place that says what an
+// outcome does to a run. Each run is found by key and locked, in key
 // order so concurrent batches never deadlock, and whether it is still the
 // claimed call is read from the locked row: a condition on job_runs.status
 // in the scan would let the planner walk the whole index of running runs,
@@ -73,32 +90,46 @@ type Finished struct {
 // join on the key lets it scan the whole table when its estimates are off.
 const finishSQL = `
 WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::text[], $6::text[],
+    SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[],
                          $7::float8[], $8::bigint[], $9::bool[], $10::bigint[])
-        AS u(key, call, kind, status_code, result, error, duration_ms, hold_ms, called, lease_ms)
-), attempt AS (
-    INSERT INTO delivery_attempts (key, call, status_code, succeeded, error, duration_ms)
-    SELECT key, call, NULLIF(status_code, 0), kind = 1, NULLIF(error, ''), duration_ms
-    FROM input WHERE called
+        AS u(key, call, outcome, status_code, result, error, duration_ms, wait_ms, called, lease_ms)
+), logged AS (
+    UPDATE delivery_attempts a SET
+        state = 'finished', outcome = i.outcome, status_code = NULLIF(i.status_code, 0),
+        succeeded = i.outcome = 'done', error = NULLIF(i.error, ''), duration_ms = i.duration_ms
+    FROM input i
+    WHERE i.called AND a.key = i.key AND a.call = i.call
+    RETURNING a.key
+), unlogged AS (
+    INSERT INTO delivery_attempts (key, call, status_code, succeeded, error, duration_ms, state, outcome)
+    SELECT key, call, NULLIF(status_code, 0), outcome = 'done', NULLIF(error, ''), duration_ms, 'finished', outcome
+    FROM input i
+    WHERE called AND NOT EXISTS (SELECT 1 FROM logged l WHERE l.key = i.key)
+), uncalled AS (
+    -- A call logged as started that did not happen after all.
+    DELETE FROM delivery_attempts a USING input i
+    WHERE NOT i.called AND a.key = i.key AND a.call = i.call AND a.state = 'calling'
 ), locked AS MATERIALIZED (
     SELECT i.*, r.calls AS current_call, r.status AS current_status
     FROM (SELECT * FROM input ORDER BY key) i
     CROSS JOIN LATERAL (SELECT calls, status FROM job_runs WHERE key = i.key FOR UPDATE) r
 ), updated AS (
     UPDATE job_runs r SET
-        status = CASE l.kind
-            WHEN 1 THEN 'done'
-            WHEN 2 THEN CASE WHEN r.attempts + 1 >= r.max_attempts THEN 'dead' ELSE 'failed' END
-            WHEN 3 THEN 'failed'
-            WHEN 4 THEN 'running'
-            ELSE 'skipped_stale' END,
-        attempts = r.attempts + CASE WHEN l.kind IN (2, 3) THEN 1 ELSE 0 END,
-        permanent = (l.kind = 3),
-        result = CASE WHEN l.kind = 1 THEN NULLIF(l.result, '')::jsonb ELSE r.result END,
-        last_error = CASE WHEN l.kind IN (1, 5) THEN NULL ELSE NULLIF(l.error, '') END,
-        held_until = CASE WHEN l.kind = 4 THEN now() + l.hold_ms * interval '1 millisecond' END,
-        lease_until = CASE WHEN l.kind = 4 THEN now() + (l.hold_ms + l.lease_ms) * interval '1 millisecond' END,
-        completed_at = CASE WHEN l.kind = 4 OR (l.kind = 2 AND r.attempts + 1 < r.max_attempts)
+        status = CASE l.outcome
+            WHEN 'done' THEN 'done'
+            WHEN 'retry' THEN CASE WHEN r.attempts + 1 >= r.max_attempts THEN 'dead' ELSE 'failed' END
+            WHEN 'permanent' THEN 'failed'
+            WHEN 'hold' THEN 'running'
+            WHEN 'stale' THEN 'skipped_stale' END,
+        attempts = r.attempts + CASE WHEN l.outcome IN ('retry', 'permanent') THEN 1 ELSE 0 END,
+        permanent = (l.outcome = 'permanent'),
+        result = CASE WHEN l.outcome = 'done' THEN NULLIF(l.result, '')::jsonb ELSE r.result END,
+        last_error = CASE WHEN l.outcome IN ('done', 'stale') THEN NULL ELSE NULLIF(l.error, '') END,
+        retry_at = CASE WHEN l.outcome = 'hold' OR (l.outcome = 'retry' AND r.attempts + 1 < r.max_attempts)
+                        THEN now() + l.wait_ms * interval '1 millisecond' END,
+        held_until = CASE WHEN l.outcome = 'hold' THEN now() + l.wait_ms * interval '1 millisecond' END,
+        lease_until = CASE WHEN l.outcome = 'hold' THEN now() + (l.wait_ms + l.lease_ms) * interval '1 millisecond' END,
+        completed_at = CASE WHEN l.outcome = 'hold' OR (l.outcome = 'retry' AND r.attempts + 1 < r.max_attempts)
                             THEN NULL ELSE now() END
     FROM locked l
     WHERE r.key = l.key AND l.current_call = l.call AND l.current_status = 'running'
@@ -119,8 +150,8 @@ type finishResult struct {
 	err      error
 }
 
-// Finish stores how the run claimed as call f.Call ended, and logs the
-// call in delivery_attempts when one was made. It returns ErrClaimLost if
+// Finish stores how the run claimed as call f.Call ended, and completes
+// the call's delivery_attempts row when one was made. It returns ErrClaimLost if
 // the run was handed on meanwhile.
 func (s *Store) Finish(ctx context.Context, key string, f Finish) (Finished, error) {
 	res, err := finishBatch(ctx, s.pool, []finishRequest{{key: key, finish: f}})
@@ -137,12 +168,12 @@ func finishBatch(ctx context.Context, db DB, reqs []finishRequest) ([]finishResu
 	var (
 		keys      = make([]string, n)
 		calls     = make([]int32, n)
-		kinds     = make([]int32, n)
+		outcomes  = make([]string, n)
 		codes     = make([]int32, n)
 		results   = make([]string, n)
 		errs      = make([]string, n)
 		durations = make([]float64, n)
-		holds     = make([]int64, n)
+		waits     = make([]int64, n)
 		called    = make([]bool, n)
 		leases    = make([]int64, n)
 		index     = make(map[string]int, n)
@@ -152,13 +183,16 @@ func finishBatch(ctx context.Context, db DB, reqs []finishRequest) ([]finishResu
 		if _, dup := index[r.key]; dup {
 			return nil, fmt.Errorf("error finishing runs: key %s twice in one batch", r.key)
 		}
+		if !f.Outcome.valid() {
+			return nil, fmt.Errorf("error finishing runs: unknown outcome %q", f.Outcome)
+		}
 		index[r.key] = i
-		keys[i], calls[i], kinds[i], codes[i] = r.key, int32(f.Call), int32(f.Kind), int32(f.StatusCode)
+		keys[i], calls[i], outcomes[i], codes[i] = r.key, int32(f.Call), string(f.Outcome), int32(f.StatusCode)
 		results[i], errs[i] = string(f.Result), f.Error
 		durations[i] = float64(f.Duration.Microseconds()) / 1000
-		holds[i], called[i], leases[i] = f.HoldFor.Milliseconds(), f.Called, f.Lease.Milliseconds()
+		waits[i], called[i], leases[i] = f.Wait.Milliseconds(), f.Called, f.Lease.Milliseconds()
 	}
-	rows, err := db.Query(ctx, finishSQL, keys, calls, kinds, codes, results, errs, durations, holds, called, leases)
+	rows, err := db.Query(ctx, finishSQL, keys, calls, outcomes, codes, results, errs, durations, waits, called, leases)
 	if err != nil {
 		return nil, fmt.Errorf("error finishing run: %w", err)
 	}

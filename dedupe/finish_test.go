@@ -28,7 +28,7 @@ func TestFinish(t *testing.T) {
 			t.Fatalf("second claim's call %d, want %d", cur.Call, old.Call+1)
 		}
 		// The old worker's late answer must not overwrite the new run...
-		_, err := b.store.Finish(testCtx(t), req.Key, dedupe.Finish{Kind: dedupe.FinishPermanent, Call: old.Call, Called: true, StatusCode: 400})
+		_, err := b.store.Finish(testCtx(t), req.Key, dedupe.Finish{Outcome: dedupe.OutcomePermanent, Call: old.Call, Called: true, StatusCode: 400})
 		if !errors.Is(err, dedupe.ErrClaimLost) {
 			t.Fatalf("finish with a lost claim: %v, want ErrClaimLost", err)
 		}
@@ -39,7 +39,7 @@ func TestFinish(t *testing.T) {
 		if n := b.schema.Int(t, `SELECT count(*) FROM delivery_attempts WHERE key = $1 AND call = $2`, req.Key, old.Call); n != 1 {
 			t.Fatalf("%d logged calls for the lost claim, want 1", n)
 		}
-		mustFinish(t, b, req.Key, dedupe.Finish{Kind: dedupe.FinishDone, Call: cur.Call, Called: true, StatusCode: 201, Result: []byte(`{"status_code":201}`)})
+		mustFinish(t, b, req.Key, dedupe.Finish{Outcome: dedupe.OutcomeDone, Call: cur.Call, Called: true, StatusCode: 201, Result: []byte(`{"status_code":201}`)})
 		if r := b.run(t, req.Key); r.Status != dedupe.StatusDone || r.ResultStatusCode == nil || *r.ResultStatusCode != 201 || r.Attempts != 1 {
 			t.Fatalf("run %+v, want done with result 201 and the crash counted", r)
 		}
@@ -70,7 +70,7 @@ func TestFinish(t *testing.T) {
 		}
 		scans = b.indexScans(t, "job_runs_lease_idx", func(s *dedupe.Store) {
 			for i, c := range claims {
-				if _, err := s.Finish(testCtx(t), fmt.Sprintf("src:dst:evt_%d", i), dedupe.Finish{Kind: dedupe.FinishDone, Call: c.Call, Called: true, StatusCode: 200}); err != nil {
+				if _, err := s.Finish(testCtx(t), fmt.Sprintf("src:dst:evt_%d", i), dedupe.Finish{Outcome: dedupe.OutcomeDone, Call: c.Call, Called: true, StatusCode: 200}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -90,7 +90,7 @@ func TestFinish(t *testing.T) {
 		req := claimReq("evt_1", 3, time.Minute)
 		for i := 1; i <= 3; i++ {
 			c := mustClaim(t, b, req, dedupe.Claimed)
-			fin := mustFinish(t, b, req.Key, dedupe.Finish{Kind: dedupe.FinishRetry, Call: c.Call, Called: true, StatusCode: 500, Error: "HTTP 500"})
+			fin := mustFinish(t, b, req.Key, dedupe.Finish{Outcome: dedupe.OutcomeRetry, Call: c.Call, Called: true, StatusCode: 500, Error: "HTTP 500"})
 			want := dedupe.StatusFailed
 			if i == 3 {
 				want = dedupe.StatusDead
@@ -115,8 +115,8 @@ func TestFinish(t *testing.T) {
 		b.recordEvent(t, "evt_1")
 		req := claimReq("evt_1", 1, time.Minute)
 		c := mustClaim(t, b, req, dedupe.Claimed)
-		fin := mustFinish(t, b, req.Key, dedupe.Finish{Kind: dedupe.FinishHold, Call: c.Call, Called: true, StatusCode: 429,
-			Error: "wait", HoldFor: 2 * time.Second, Lease: time.Minute})
+		fin := mustFinish(t, b, req.Key, dedupe.Finish{Outcome: dedupe.OutcomeHold, Call: c.Call, Called: true, StatusCode: 429,
+			Error: "wait", Wait: 2 * time.Second, Lease: time.Minute})
 		if fin.Status != dedupe.StatusRunning || fin.Attempts != 0 {
 			t.Fatalf("held: %+v, want running with 0 attempts", fin)
 		}
@@ -131,7 +131,7 @@ func TestFinish(t *testing.T) {
 		b.exec(t, `UPDATE job_runs SET held_until = now() - interval '1 millisecond' WHERE key = $1`, req.Key)
 		after := mustClaim(t, b, req, dedupe.Claimed)
 		// max_attempts 1 and one 429 behind it: the run still succeeds.
-		fin = mustFinish(t, b, req.Key, dedupe.Finish{Kind: dedupe.FinishDone, Call: after.Call, Called: true, StatusCode: 200, Result: []byte(`{}`)})
+		fin = mustFinish(t, b, req.Key, dedupe.Finish{Outcome: dedupe.OutcomeDone, Call: after.Call, Called: true, StatusCode: 200, Result: []byte(`{}`)})
 		if fin.Status != dedupe.StatusDone || fin.Attempts != 0 || after.Call != 2 {
 			t.Fatalf("after the hold: %+v (call %d), want done, 0 attempts, call 2", fin, after.Call)
 		}
@@ -143,7 +143,7 @@ func TestFinish(t *testing.T) {
 		b.recordEvent(t, "evt_1")
 		req := claimReq("evt_1", 5, time.Minute)
 		c := mustClaim(t, b, req, dedupe.Claimed)
-		mustFinish(t, b, req.Key, dedupe.Finish{Kind: dedupe.FinishStale, Call: c.Call})
+		mustFinish(t, b, req.Key, dedupe.Finish{Outcome: dedupe.OutcomeStale, Call: c.Call})
 		if n := b.schema.Int(t, `SELECT count(*) FROM delivery_attempts`); n != 0 {
 			t.Fatalf("%d logged calls for a stale skip, want 0", n)
 		}

@@ -7,17 +7,17 @@ import (
 
 // importSQL inserts events that are not stored yet and leaves known ones
 // untouched (an import is not a delivery: rerunning it changes nothing).
-// New rows go in the relay's outbox, so the relay hands them to the queue
-// like any event whose hand-off is pending. It names the rows inserted.
+// New rows go in the relay's outbox, so the reconciler hands them to the
+// queue like any event no worker has claimed yet. It names the rows inserted.
 const importSQL = `
 WITH ` + eventsInputSQL + `, imported AS (
     INSERT INTO events (source, external_id, content_type, headers, payload, order_entity, order_version)
     SELECT s, x, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, '') FROM input ORDER BY s, x
     ON CONFLICT (source, external_id) DO NOTHING
     RETURNING source, external_id
-), queued AS (
-    INSERT INTO event_outbox (source, external_id)
-    SELECT source, external_id FROM imported ORDER BY source, external_id
+), recorded AS (
+    SELECT source, external_id, true AS inserted FROM imported
+), queued AS (` + outboxInsertSQL + `
 )
 SELECT source, external_id FROM imported`
 

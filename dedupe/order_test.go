@@ -56,7 +56,7 @@ func TestAdvanceVersion(t *testing.T) {
 		ctx := testCtx(t)
 		adv := func(version, key string) dedupe.Version {
 			t.Helper()
-			v, err := b.store.AdvanceVersion(ctx, "src", "dst", "cus_1", version, key, time.Minute)
+			v, err := b.store.AdvanceVersion(ctx, dedupe.VersionRequest{Source: "src", Destination: "dst", Entity: "cus_1", Version: version, Key: key, Hold: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,20 +74,20 @@ func TestAdvanceVersion(t *testing.T) {
 		if v := adv("2", "k2"); v.Outcome != dedupe.VersionFresh {
 			t.Fatalf("retry of the key in flight: %s, want fresh", v.Outcome)
 		}
-		if err := b.store.ReleaseVersion(ctx, "src", "dst", "cus_1", "k2"); err != nil {
+		if err := b.store.ReleaseVersion(ctx, dedupe.VersionRequest{Source: "src", Destination: "dst", Entity: "cus_1", Key: "k2"}); err != nil {
 			t.Fatal(err)
 		}
 		if v := adv("3", "k3"); v.Outcome != dedupe.VersionFresh {
 			t.Fatalf("newer version after release: %s, want fresh", v.Outcome)
 		}
-		if err := b.store.ReleaseVersion(ctx, "src", "dst", "cus_1", "k3"); err != nil {
+		if err := b.store.ReleaseVersion(ctx, dedupe.VersionRequest{Source: "src", Destination: "dst", Entity: "cus_1", Key: "k3"}); err != nil {
 			t.Fatal(err)
 		}
 		if v := adv("2", "k2"); v.Outcome != dedupe.VersionStale {
 			t.Fatalf("retry of k2 after k3 was forwarded: %s, want stale", v.Outcome)
 		}
 		// Another destination orders on its own.
-		if v, err := b.store.AdvanceVersion(ctx, "src", "other", "cus_1", "1", "k1o", time.Minute); err != nil || v.Outcome != dedupe.VersionFresh {
+		if v, err := b.store.AdvanceVersion(ctx, dedupe.VersionRequest{Source: "src", Destination: "other", Entity: "cus_1", Version: "1", Key: "k1o", Hold: time.Minute}); err != nil || v.Outcome != dedupe.VersionFresh {
 			t.Fatalf("other destination: %+v %v", v, err)
 		}
 	})
@@ -96,11 +96,11 @@ func TestAdvanceVersion(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := testCtx(t)
-		if v, _ := b.store.AdvanceVersion(ctx, "src", "dst", "e", "1", "k1", 50*time.Millisecond); v.Outcome != dedupe.VersionFresh {
+		if v, _ := b.store.AdvanceVersion(ctx, dedupe.VersionRequest{Source: "src", Destination: "dst", Entity: "e", Version: "1", Key: "k1", Hold: 50 * time.Millisecond}); v.Outcome != dedupe.VersionFresh {
 			t.Fatal(v.Outcome)
 		}
 		time.Sleep(100 * time.Millisecond)
-		if v, _ := b.store.AdvanceVersion(ctx, "src", "dst", "e", "2", "k2", time.Minute); v.Outcome != dedupe.VersionFresh {
+		if v, _ := b.store.AdvanceVersion(ctx, dedupe.VersionRequest{Source: "src", Destination: "dst", Entity: "e", Version: "2", Key: "k2", Hold: time.Minute}); v.Outcome != dedupe.VersionFresh {
 			t.Fatalf("after the dead worker's hold passed: %s, want fresh", v.Outcome)
 		}
 	})
@@ -127,7 +127,7 @@ func TestAdvanceVersion(t *testing.T) {
 				<-start
 				key := fmt.Sprintf("k%d", i)
 				for {
-					v, err := b.store.AdvanceVersion(ctx, "src", "dst", "e", fmt.Sprint(i), key, time.Minute)
+					v, err := b.store.AdvanceVersion(ctx, dedupe.VersionRequest{Source: "src", Destination: "dst", Entity: "e", Version: fmt.Sprint(i), Key: key, Hold: time.Minute})
 					if err != nil {
 						t.Error(err)
 						return
@@ -150,7 +150,7 @@ func TestAdvanceVersion(t *testing.T) {
 					mu.Lock()
 					inFlight--
 					mu.Unlock()
-					if err := b.store.ReleaseVersion(ctx, "src", "dst", "e", key); err != nil {
+					if err := b.store.ReleaseVersion(ctx, dedupe.VersionRequest{Source: "src", Destination: "dst", Entity: "e", Key: key}); err != nil {
 						t.Error(err)
 					}
 					return

@@ -4,9 +4,17 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
+
+// The relay's outbox (table event_outbox) holds one narrow row per event
+// until every destination of the event has a run: the statement that
+// records an event inserts its row (recordSQL), and [Store.SettleEvents]
+// deletes it once the runs exist. While the row is there, nothing but
+// Postgres vouches for the event's tasks: the reconciler reads the
+// outbox ([Store.UnsettledEvents]) and writes the task of every
+// destination without a run that Redis does not hold. All SQL on the
+// table is in this file, except retention's delete of the rows of events
+// it deletes (retainEventsSQL).
 
 // EventRef names an event.
 type EventRef struct {
@@ -14,22 +22,89 @@ type EventRef struct {
 	ExternalID string
 }
 
+// outboxInsertSQL is the part of recordSQL that puts each new event of
+// the CTE "recorded" in the outbox.
+const outboxInsertSQL = `
+    INSERT INTO event_outbox (source, external_id)
+    SELECT source, external_id FROM recorded WHERE inserted ORDER BY source, external_id`
+
 // outboxHasSQL is an expression that is true while the event (source,
-// externalID, two SQL expressions) has a row in the relay's outbox: its
-// hand-off to the queue is pending.
+// externalID, two SQL expressions) has a row in the outbox: some of its
+// destinations have no run yet.
 func outboxHasSQL(source, externalID string) string {
 	return `EXISTS (SELECT 1 FROM event_outbox o WHERE o.source = ` + source + ` AND o.external_id = ` + externalID + `)`
 }
 
-// markEnqueuedSQL confirms the hand-off of many events at once by deleting
-// their outbox rows. Each row is found by primary key, in key order, and
-// deleted by its tuple id in that order, so two relays confirming
-// overlapping batches never deadlock; a row another transaction deleted
-// meanwhile is skipped. A join on the key lets the planner scan the whole
-// outbox, dead rows included, whenever its statistics say the outbox is
-// nearly empty, which they usually do; OFFSET 0 keeps the per-key lookup
-// from being flattened into such a join.
-const markEnqueuedSQL = `
+// UnsettledEvent is an event still in the outbox: some of its
+// destinations may have no run yet.
+type UnsettledEvent struct {
+	EventRef
+	// ReceivedAt is when the event was recorded.
+	ReceivedAt time.Time
+	// Claimed lists the destinations that have a first-generation run.
+	Claimed []string
+}
+
+// OutboxCursor is where a walk through the outbox resumes: after the
+// event it names, in the order (received_at, source, external_id). The
+// zero cursor starts at the oldest event.
+type OutboxCursor struct {
+	ReceivedAt time.Time
+	Source     string
+	ExternalID string
+}
+
+// unsettledSQL reads up to $5 outbox rows older than $1 ms after the
+// cursor ($2, $3, $4), oldest first, each with the destinations that have
+// a first-generation run. The range condition on received_at alone lets
+// the walk use the outbox's received_at index.
+const unsettledSQL = `
+SELECT o.source, o.external_id, o.received_at,
+       ARRAY(SELECT r.destination FROM job_runs r
+             WHERE r.source = o.source AND r.external_id = o.external_id AND r.generation = 1)
+FROM event_outbox o
+WHERE o.received_at < now() - $1 * interval '1 millisecond'
+  AND o.received_at >= $2
+  AND (o.received_at, o.source, o.external_id) > ($2, $3, $4)
+ORDER BY o.received_at, o.source, o.external_id
+LIMIT $5`
+
+// UnsettledEvents returns up to limit events of the outbox recorded more
+// than minAge ago, after the cursor, oldest first, with the destinations
+// that already have a run, and the cursor of the last one (the zero
+// cursor when none came back).
+func (s *Store) UnsettledEvents(ctx context.Context, after OutboxCursor, minAge time.Duration, limit int) ([]UnsettledEvent, OutboxCursor, error) {
+	rows, err := s.pool.Query(ctx, unsettledSQL, minAge.Milliseconds(), after.ReceivedAt, after.Source, after.ExternalID, limit)
+	if err != nil {
+		return nil, OutboxCursor{}, fmt.Errorf("error reading the outbox: %w", err)
+	}
+	defer rows.Close()
+	var out []UnsettledEvent
+	for rows.Next() {
+		var ev UnsettledEvent
+		if err := rows.Scan(&ev.Source, &ev.ExternalID, &ev.ReceivedAt, &ev.Claimed); err != nil {
+			return nil, OutboxCursor{}, fmt.Errorf("error reading the outbox: %w", err)
+		}
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, OutboxCursor{}, fmt.Errorf("error reading the outbox: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, OutboxCursor{}, nil
+	}
+	last := out[len(out)-1]
+	return out, OutboxCursor{ReceivedAt: last.ReceivedAt, Source: last.Source, ExternalID: last.ExternalID}, nil
+}
+
+// settleSQL deletes the outbox rows of many events at once. Each row is
+// found by primary key, in key order, and deleted by its tuple id in that
+// order, so two reconcilers settling overlapping batches never deadlock;
+// a row another transaction deleted meanwhile is skipped. A join on the
+// key lets the planner scan the whole outbox, dead rows included, whenever
+// its statistics say the outbox is nearly empty, which they usually do;
+// OFFSET 0 keeps the per-key lookup from being flattened into such a join.
+const settleSQL = `
 WITH found AS MATERIALIZED (
     SELECT o.ctid AS id
     FROM (SELECT s, x FROM unnest($1::text[], $2::text[]) AS u(s, x) ORDER BY s, x) u
@@ -37,9 +112,10 @@ WITH found AS MATERIALIZED (
 )
 DELETE FROM event_outbox o USING found f WHERE o.ctid = f.id`
 
-// MarkEnqueued records that the jobs of refs are in the queue, so the relay
-// leaves them alone.
-func MarkEnqueued(ctx context.Context, db DB, refs []EventRef) error {
+// SettleEvents takes refs out of the outbox: every destination of each
+// has a run (which from then on is what recovery watches), or its source
+// routes it nowhere.
+func (s *Store) SettleEvents(ctx context.Context, refs []EventRef) error {
 	if len(refs) == 0 {
 		return nil
 	}
@@ -48,56 +124,14 @@ func MarkEnqueued(ctx context.Context, db DB, refs []EventRef) error {
 	for i, r := range refs {
 		sources[i], ids[i] = r.Source, r.ExternalID
 	}
-	if _, err := db.Exec(ctx, markEnqueuedSQL, sources, ids); err != nil {
-		return fmt.Errorf("error marking events enqueued: %w", err)
+	if _, err := s.pool.Exec(ctx, settleSQL, sources, ids); err != nil {
+		return fmt.Errorf("error settling events: %w", err)
 	}
 	return nil
 }
 
-// MarkEnqueued records that the jobs of refs are in the queue.
-func (s *Store) MarkEnqueued(ctx context.Context, refs []EventRef) error {
-	return MarkEnqueued(ctx, s.pool, refs)
-}
-
-const pendingSQL = `
-SELECT source, external_id FROM event_outbox
-WHERE received_at < now() - $2 * interval '1 millisecond'
-ORDER BY received_at
-LIMIT $1
-FOR UPDATE SKIP LOCKED`
-
-// RelayPending finds up to limit events older than minAge whose hand-off
-// is still pending, passes them to enqueue, and marks those enqueue
-// reports done as enqueued, all in one transaction. Rows being relayed by
-// another replica are skipped, so every replica may run the relay. It
-// returns how many events were marked.
-func (s *Store) RelayPending(ctx context.Context, limit int, minAge time.Duration,
-	enqueue func(context.Context, []EventRef) []EventRef) (int, error) {
-	var marked int
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, pendingSQL, limit, minAge.Milliseconds())
-		if err != nil {
-			return err
-		}
-		refs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[EventRef])
-		if err != nil {
-			return err
-		}
-		if len(refs) == 0 {
-			return nil
-		}
-		done := enqueue(ctx, refs)
-		marked = len(done)
-		return MarkEnqueued(ctx, tx, done)
-	})
-	if err != nil {
-		return 0, fmt.Errorf("error relaying pending events: %w", err)
-	}
-	return marked, nil
-}
-
-// PendingCount returns how many events wait for their hand-off to the
-// queue (the relay backlog).
+// PendingCount returns how many events are in the outbox: recorded, with
+// some destination not yet claimed by a worker.
 func (s *Store) PendingCount(ctx context.Context) (int64, error) {
 	var n int64
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM event_outbox`).Scan(&n); err != nil {

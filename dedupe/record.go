@@ -99,9 +99,7 @@ WITH ` + eventsInputSQL + `, recorded AS (
         SET deliveries = e.deliveries + EXCLUDED.deliveries,
             last_received_at = now()
     RETURNING e.source, e.external_id, e.deliveries, e.xmax = 0 AS inserted
-), queued AS (
-    INSERT INTO event_outbox (source, external_id)
-    SELECT source, external_id FROM recorded WHERE inserted ORDER BY source, external_id
+), queued AS (` + outboxInsertSQL + `
 ), checked AS (
     SELECT r.*, CASE WHEN r.inserted THEN true ELSE ` + outboxHasSQL("r.source", "r.external_id") + ` END AS pending
     FROM recorded r

@@ -105,7 +105,7 @@ func TestRecordBatch(t *testing.T) {
 VALUES ('s:d:b', 's', 'b', 'd', 'done', 3)`); err != nil {
 			t.Fatal(err)
 		}
-		if err := dedupe.MarkEnqueued(ctx, schema.Pool, []dedupe.EventRef{{Source: "s", ExternalID: "b"}}); err != nil {
+		if err := dedupe.New(schema.Pool).SettleEvents(ctx, []dedupe.EventRef{{Source: "s", ExternalID: "b"}}); err != nil {
 			t.Fatal(err)
 		}
 		got, err := dedupe.RecordBatch(ctx, schema.Pool, []dedupe.Event{event("s", "b")})

@@ -10,7 +10,9 @@ import (
 
 // reopenSQL hands a failed or dead run back to the queue side: status
 // failed, not permanent, attempts 0 (a replay starts a fresh budget of
-// max_attempts; calls keeps counting, so Webhookd-Attempt still grows).
+// max_attempts; calls keeps counting, so Webhookd-Attempt still grows),
+// its retry due now, so the reconciler writes its task if the replay's
+// own enqueue does not happen.
 // [Store.Claim] then takes it like any retryable failure. A run that is
 // running, done or skipped_stale is left alone.
 const reopenSQL = `
@@ -21,6 +23,7 @@ UPDATE job_runs SET
     completed_at = NULL,
     lease_until = NULL,
     held_until = NULL,
+    retry_at = now(),
     replayed_by = NULLIF($2, ''),
     replay_reason = NULLIF($3, '')
 WHERE key = $1 AND status IN ('failed', 'dead')
@@ -71,13 +74,14 @@ SELECT COALESCE(max(generation), 0) + 1 FROM job_runs
 WHERE source = $1 AND external_id = $2 AND destination = $3`
 
 // insertGenerationSQL records a forced replay's run before it is enqueued,
-// as failed (retryable) with no attempts, so the claim takes it and the
-// run is visible even if the enqueue fails.
+// as failed (retryable) with no attempts and its retry due now, so the
+// claim takes it, the run is visible, and the reconciler enqueues it if
+// the replay's own enqueue does not happen.
 const insertGenerationSQL = `
 INSERT INTO job_runs
     (key, source, external_id, destination, generation, status, attempts, calls, max_attempts,
-     last_error, replayed_by, replay_reason)
-VALUES ($1, $2, $3, $4, $5, 'failed', 0, 0, $6, 'forced replay: waiting for a worker', $7, NULLIF($8, ''))
+     last_error, replayed_by, replay_reason, retry_at)
+VALUES ($1, $2, $3, $4, $5, 'failed', 0, 0, $6, 'forced replay: waiting for a worker', $7, NULLIF($8, ''), now())
 RETURNING ` + runColumns
 
 // NewGeneration records a forced replay of an event to one destination:

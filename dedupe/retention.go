@@ -60,10 +60,11 @@ func (r RetentionResult) Total() int64 {
 // through an index on the row's time and skipping rows other transactions
 // hold, and returns how many it deleted.
 const (
-	// Calls logged in delivery_attempts.
+	// Calls logged in delivery_attempts; one still being made stays until
+	// its outcome (or the sweep's 'unknown') is stored.
 	retainAttemptsSQL = `
 DELETE FROM delivery_attempts WHERE id IN (
-    SELECT id FROM delivery_attempts WHERE created_at < $1
+    SELECT id FROM delivery_attempts WHERE created_at < $1 AND state <> 'calling'
     ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)`
 
 	// Runs that ended (or never started) before the cutoff; a running run

@@ -79,11 +79,11 @@ func TestRunBatcherRaces(t *testing.T) {
 		fw.Add(2)
 		go func() {
 			defer fw.Done()
-			_, stale = runs.Finish(ctx, key, dedupe.Finish{Kind: dedupe.FinishDone, Call: call + 1, Called: true, StatusCode: 200, Result: []byte(`{}`)})
+			_, stale = runs.Finish(ctx, key, dedupe.Finish{Outcome: dedupe.OutcomeDone, Call: call + 1, Called: true, StatusCode: 200, Result: []byte(`{}`)})
 		}()
 		go func() {
 			defer fw.Done()
-			done, fresh = runs.Finish(ctx, key, dedupe.Finish{Kind: dedupe.FinishDone, Call: call, Called: true, StatusCode: 200, Result: []byte(`{"status_code":200}`)})
+			done, fresh = runs.Finish(ctx, key, dedupe.Finish{Outcome: dedupe.OutcomeDone, Call: call, Called: true, StatusCode: 200, Result: []byte(`{"status_code":200}`)})
 		}()
 		fw.Wait()
 		if !errors.Is(stale, dedupe.ErrClaimLost) || fresh != nil || done.Status != dedupe.StatusDone {

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/webhookd/webhookd/dedupe"
 )
 
 // resultBodyLimit is how much of a destination's answer is stored.
@@ -23,25 +25,24 @@ const resultBodyLimit = 4 << 10
 // maxHold caps a destination's Retry-After.
 const maxHold = time.Hour
 
-// outcomeKind classifies a destination's answer per SPEC's table.
-type outcomeKind int
-
-const (
-	outcomeDone      outcomeKind = iota + 1 // 2xx
-	outcomeHold                             // 429, or 503 with Retry-After
-	outcomeRetry                            // 408, other 5xx, timeout, connection error
-	outcomePermanent                        // other 4xx (and anything else unexpected)
-)
-
-// callResult is what one destination call produced.
+// callResult is what one destination call (or a decision not to call)
+// produced: how it ends, in dedupe's vocabulary, and what is stored.
 type callResult struct {
-	kind       outcomeKind
+	outcome dedupe.Outcome
+	// called is true when a request went out: its delivery_attempts row
+	// gets the outcome.
+	called     bool
 	statusCode int
-	// holdFor is the destination's Retry-After (0 if absent).
-	holdFor  time.Duration
-	result   []byte // JSON stored as the run's result, for outcomeDone
+	// wait is how long until the next try: the destination's Retry-After
+	// or the entity's hold for OutcomeHold (0: the default hold), the
+	// backoff for OutcomeRetry (set when settling).
+	wait     time.Duration
+	result   []byte // JSON stored as the run's result, for OutcomeDone
 	err      string // short description for last_error, never the payload
 	duration time.Duration
+	// label, when set, replaces the settlement's metric label and names
+	// the reason in its log line (a hold because the entity is busy).
+	label string
 }
 
 // storedResult is the JSON shape of job_runs.result.
@@ -70,13 +71,14 @@ type callRequest struct {
 }
 
 // callDestination POSTs the event to the destination and classifies the
-// answer. It never returns an error: every failure is an outcome.
+// answer per SPEC's table (package doc). It never returns an error: every
+// failure is an outcome.
 func callDestination(ctx context.Context, client *http.Client, r callRequest) callResult {
 	ctx, cancel := context.WithTimeout(ctx, r.dest.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.dest.URL, bytes.NewReader(r.body))
 	if err != nil {
-		return callResult{kind: outcomePermanent, err: "invalid destination request: " + err.Error()}
+		return callResult{outcome: dedupe.OutcomePermanent, err: "invalid destination request: " + redactURL(err, r.dest.URL)}
 	}
 	if r.contentType != "" {
 		req.Header.Set("Content-Type", r.contentType)
@@ -98,29 +100,29 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			msg = "timeout after " + r.dest.Timeout.String()
 		}
-		return callResult{kind: outcomeRetry, err: msg + ": " + redactURL(err, r.dest.URL), duration: d}
+		return callResult{outcome: dedupe.OutcomeRetry, called: true, err: msg + ": " + redactURL(err, r.dest.URL), duration: d}
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, resultBodyLimit+1))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // let the connection be reused
 	d := time.Since(start)
-	out := callResult{statusCode: resp.StatusCode, duration: d}
+	out := callResult{called: true, statusCode: resp.StatusCode, duration: d}
 
 	code := resp.StatusCode
 	retryAfter, hasRetryAfter := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	switch {
 	case code >= 200 && code < 300:
-		out.kind = outcomeDone
+		out.outcome = dedupe.OutcomeDone
 		out.result = encodeResult(resp, body, d)
 	case code == http.StatusTooManyRequests || (code == http.StatusServiceUnavailable && hasRetryAfter):
-		out.kind = outcomeHold
-		out.holdFor = retryAfter
+		out.outcome = dedupe.OutcomeHold
+		out.wait = retryAfter
 		out.err = fmt.Sprintf("destination asked to wait: HTTP %d", code)
 	case code == http.StatusRequestTimeout || code >= 500:
-		out.kind = outcomeRetry
+		out.outcome = dedupe.OutcomeRetry
 		out.err = fmt.Sprintf("destination answered HTTP %d", code)
 	default:
-		out.kind = outcomePermanent
+		out.outcome = dedupe.OutcomePermanent
 		out.err = fmt.Sprintf("destination refused: HTTP %d", code)
 	}
 	return out

@@ -126,3 +126,23 @@ func (e *Enqueuer) EnqueueEvents(ctx context.Context, refs []dedupe.EventRef) (u
 	}
 	return unrouted, nil
 }
+
+// Requeue makes sure p's task will run soon, for a replay that has just
+// made its run due in Postgres: a missing task is written, an archived or
+// completed one is made pending with a fresh message, a scheduled or
+// retrying one is made pending now, and a pending or active one is left
+// as it is. If this fails, the reconciler does it once Redis answers.
+func (e *Enqueuer) Requeue(ctx context.Context, p DeliverPayload) error {
+	dest, ok := e.routes[p.Source][p.Destination]
+	if !ok {
+		return fmt.Errorf("error requeuing %s/%s: %w", p.Source, p.Destination, ErrUnknownSource)
+	}
+	t, err := newDeliverTask(p, dest)
+	if err != nil {
+		return err
+	}
+	if _, err := e.ensureTasks(ctx, []ensureRequest{{task: t, takeAfter: time.Now()}}); err != nil {
+		return fmt.Errorf("error requeuing key %s: %w", p.Key(), err)
+	}
+	return nil
+}

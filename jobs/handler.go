@@ -17,8 +17,8 @@ import (
 type runStore interface {
 	Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Claim, error)
 	Finish(ctx context.Context, key string, f dedupe.Finish) (dedupe.Finished, error)
-	AdvanceVersion(ctx context.Context, source, destination, entity, version, key string, hold time.Duration) (dedupe.Version, error)
-	ReleaseVersion(ctx context.Context, source, destination, entity, key string) error
+	AdvanceVersion(ctx context.Context, r dedupe.VersionRequest) (dedupe.Version, error)
+	ReleaseVersion(ctx context.Context, r dedupe.VersionRequest) error
 }
 
 // Routes maps a source name to its destinations by name.
@@ -100,13 +100,13 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	return h.Deliver(ctx, p)
 }
 
-// Deliver claims p's key and, if this worker gets it, forwards the event.
-// The returned error tells Asynq what to do next: nil when the key is
-// settled, a *RetryError to come back later, or an error wrapping
-// asynq.SkipRetry when only a replay can reopen the run.
+// Deliver claims p's key and, if this worker gets it, forwards the event:
+// claim, ordering guard, call, settle. The returned error tells Asynq
+// what to do next: nil when the key is settled, a *RetryError to come
+// back later, or an error wrapping asynq.SkipRetry when only a replay can
+// reopen the run.
 func (h *Handler) Deliver(ctx context.Context, p DeliverPayload) error {
 	log := loggerFrom(ctx, h.cfg.Logger)
-	key := p.Key()
 	dest, ok := h.cfg.Routes[p.Source][p.Destination]
 	if !ok {
 		log.ErrorContext(ctx, "no such destination in the configuration; dropping task")
@@ -115,8 +115,38 @@ func (h *Handler) Deliver(ctx context.Context, p DeliverPayload) error {
 	}
 	dest = dest.WithDefaults()
 
-	claim, err := h.store.Claim(ctx, dedupe.ClaimRequest{
-		Key:         key,
+	claim, settled, err := h.claim(ctx, log, p, dest)
+	if settled {
+		return err
+	}
+	log = log.With(slog.Int("attempt", claim.Call))
+	release, res, ok := h.guard(ctx, log, p, claim)
+	if ok {
+		res = callDestination(ctx, h.cfg.HTTPClient, callRequest{
+			dest:        dest,
+			key:         p.Key(),
+			source:      p.Source,
+			eventID:     p.EventID,
+			call:        claim.Call,
+			contentType: claim.Event.ContentType,
+			body:        claim.Event.Payload,
+			now:         h.cfg.Now(),
+		})
+		h.cfg.Metrics.destinationLatency(p.Destination, res.duration)
+	}
+	err = h.settle(ctx, log, p, claim, res)
+	if release != nil {
+		release()
+	}
+	return err
+}
+
+// claim claims p's key. When the key is not this worker's to call now
+// (done, ended, held elsewhere, or the claim failed), settled is true and
+// err is what Asynq is told.
+func (h *Handler) claim(ctx context.Context, log *slog.Logger, p DeliverPayload, dest Destination) (claim dedupe.Claim, settled bool, err error) {
+	claim, err = h.store.Claim(ctx, dedupe.ClaimRequest{
+		Key:         p.Key(),
 		Source:      p.Source,
 		ExternalID:  p.EventID,
 		Destination: p.Destination,
@@ -126,164 +156,67 @@ func (h *Handler) Deliver(ctx context.Context, p DeliverPayload) error {
 	})
 	if errors.Is(err, dedupe.ErrNotFound) {
 		log.ErrorContext(ctx, "event is no longer stored; run failed")
-		return fmt.Errorf("event gone: %w", asynq.SkipRetry)
+		return claim, true, fmt.Errorf("event gone: %w", asynq.SkipRetry)
 	}
 	if err != nil {
 		log.WarnContext(ctx, "claim failed; will retry", slog.String("error", err.Error()))
-		return &RetryError{Delay: h.cfg.Backoff.Delay(1), Hold: true, Reason: "claim failed"}
+		return claim, true, &RetryError{Delay: h.cfg.Backoff.Delay(1), Hold: true, Reason: "claim failed"}
 	}
 	log = log.With(slog.Int("attempt", claim.Call), slog.Int("attempts", claim.Attempts))
-
 	switch claim.Outcome {
 	case dedupe.AlreadyDone:
 		log.InfoContext(ctx, "key already done; not calling the destination again")
 		h.cfg.Metrics.outcome(p.Destination, "already_done")
-		return nil
+		return claim, true, nil
 	case dedupe.RunningElsewhere:
-		wait := time.Until(claim.RetryAt)
-		wait = min(max(wait, time.Second), h.cfg.Lease)
+		wait := min(max(time.Until(claim.RetryAt), time.Second), h.cfg.Lease)
 		log.InfoContext(ctx, "key is held elsewhere; retrying later", durationMS("retry_in_ms", wait))
 		h.cfg.Metrics.outcome(p.Destination, "running_elsewhere")
-		return &RetryError{Delay: wait, Hold: true, Reason: "key held elsewhere"}
+		return claim, true, &RetryError{Delay: wait, Hold: true, Reason: "key held elsewhere"}
 	case dedupe.Ended:
 		log.InfoContext(ctx, "key already ended; only a replay reopens it", slog.String("status", claim.Status))
 		h.cfg.Metrics.outcome(p.Destination, "already_"+claim.Status)
-		return nil
+		return claim, true, nil
 	}
-
-	ev := claim.Event
-	if ev.OrderEntity != "" {
-		v, err := h.store.AdvanceVersion(ctx, p.Source, p.Destination, ev.OrderEntity, ev.OrderVersion, key, h.cfg.Lease)
-		if err != nil {
-			return h.finishRetry(ctx, log, p, key, claim.Call, callResult{kind: outcomeRetry, err: "ordering check failed"}, dest)
-		}
-		if v.Outcome == dedupe.VersionBusy {
-			// Another event of the entity is being forwarded: wait for
-			// it, so the destination sees the two in order. Not an attempt.
-			// Poll every second: the other call usually ends long before
-			// its hold (a lease) would.
-			wait := max(min(time.Until(v.BusyUntil), time.Second), 100*time.Millisecond)
-			_, err := h.store.Finish(ctx, key, dedupe.Finish{Kind: dedupe.FinishHold, Call: claim.Call, HoldFor: wait, Lease: h.cfg.Lease})
-			if err != nil && !errors.Is(err, dedupe.ErrClaimLost) {
-				log.ErrorContext(ctx, "could not store the hold", slog.String("error", err.Error()))
-			}
-			log.InfoContext(ctx, "another event of the entity is in flight; waiting for it",
-				slog.String("entity", ev.OrderEntity), slog.String("version", ev.OrderVersion), durationMS("retry_in_ms", wait))
-			h.cfg.Metrics.outcome(p.Destination, "entity_busy")
-			return &RetryError{Delay: wait, Hold: true, Reason: "entity busy"}
-		}
-		if v.Outcome == dedupe.VersionFresh {
-			// Free the entity once this call's outcome is stored.
-			defer func() {
-				if err := h.store.ReleaseVersion(context.WithoutCancel(ctx), p.Source, p.Destination, ev.OrderEntity, key); err != nil {
-					log.WarnContext(ctx, "could not release the entity; it frees when the lease passes", slog.String("error", err.Error()))
-				}
-			}()
-		}
-		if v.Outcome == dedupe.VersionStale {
-			_, err := h.store.Finish(ctx, key, dedupe.Finish{Kind: dedupe.FinishStale, Call: claim.Call})
-			if err != nil && !errors.Is(err, dedupe.ErrClaimLost) {
-				return &RetryError{Delay: h.cfg.Backoff.Delay(1), Hold: true, Reason: "storing stale outcome failed"}
-			}
-			log.InfoContext(ctx, "newer version already forwarded; skipped as stale",
-				slog.String("entity", ev.OrderEntity), slog.String("version", ev.OrderVersion), slog.String("newest", v.Newest))
-			h.cfg.Metrics.outcome(p.Destination, dedupe.StatusSkippedStale)
-			return nil
-		}
-	}
-
-	res := callDestination(ctx, h.cfg.HTTPClient, callRequest{
-		dest:        dest,
-		key:         key,
-		source:      p.Source,
-		eventID:     p.EventID,
-		call:        claim.Call,
-		contentType: ev.ContentType,
-		body:        ev.Payload,
-		now:         h.cfg.Now(),
-	})
-	h.cfg.Metrics.destinationLatency(p.Destination, res.duration)
-	log = log.With(slog.Int("status_code", res.statusCode), durationMS("duration_ms", res.duration))
-
-	switch res.kind {
-	case outcomeDone:
-		_, err := h.store.Finish(ctx, key, dedupe.Finish{
-			Kind: dedupe.FinishDone, Call: claim.Call, Called: true,
-			StatusCode: res.statusCode, Result: res.result, Duration: res.duration,
-		})
-		if errors.Is(err, dedupe.ErrClaimLost) {
-			log.WarnContext(ctx, "delivered, but the run was handed on meanwhile; the next call carries the same key")
-			h.cfg.Metrics.outcome(p.Destination, "claim_lost")
-			return nil
-		}
-		if err != nil {
-			// The call succeeded but is not recorded: the lease will
-			// pass and the retry carries the same key.
-			log.ErrorContext(ctx, "delivered but could not store the result", slog.String("error", err.Error()))
-			return &RetryError{Delay: h.cfg.Lease, Hold: true, Reason: "storing result failed"}
-		}
-		log.InfoContext(ctx, "delivered")
-		h.cfg.Metrics.outcome(p.Destination, dedupe.StatusDone)
-		return nil
-	case outcomeHold:
-		hold := res.holdFor
-		if hold <= 0 {
-			hold = h.cfg.DefaultHold
-		}
-		_, err := h.store.Finish(ctx, key, dedupe.Finish{
-			Kind: dedupe.FinishHold, Call: claim.Call, Called: true, StatusCode: res.statusCode,
-			Error: res.err, Duration: res.duration, HoldFor: hold, Lease: h.cfg.Lease,
-		})
-		if errors.Is(err, dedupe.ErrClaimLost) {
-			log.WarnContext(ctx, "held, but the run was handed on meanwhile")
-			return nil
-		}
-		if err != nil {
-			log.ErrorContext(ctx, "could not store the hold", slog.String("error", err.Error()))
-		}
-		log.InfoContext(ctx, "destination asked to wait; holding the key", durationMS("retry_in_ms", hold))
-		h.cfg.Metrics.outcome(p.Destination, "held")
-		return &RetryError{Delay: hold, Hold: true, Reason: res.err}
-	case outcomeRetry:
-		return h.finishRetry(ctx, log, p, key, claim.Call, res, dest)
-	default:
-		_, err := h.store.Finish(ctx, key, dedupe.Finish{
-			Kind: dedupe.FinishPermanent, Call: claim.Call, Called: true, StatusCode: res.statusCode,
-			Error: res.err, Duration: res.duration,
-		})
-		if err != nil && !errors.Is(err, dedupe.ErrClaimLost) {
-			log.ErrorContext(ctx, "could not store the permanent failure", slog.String("error", err.Error()))
-			return &RetryError{Delay: h.cfg.Backoff.Delay(1), Hold: true, Reason: "storing failure failed"}
-		}
-		log.WarnContext(ctx, "destination refused the event; failed permanently", slog.String("error", res.err))
-		h.cfg.Metrics.outcome(p.Destination, dedupe.StatusFailed)
-		return fmt.Errorf("%s: %w", res.err, asynq.SkipRetry)
-	}
+	return claim, false, nil
 }
 
-func (h *Handler) finishRetry(ctx context.Context, log *slog.Logger, p DeliverPayload, key string, call int, res callResult, dest Destination) error {
-	fin, err := h.store.Finish(ctx, key, dedupe.Finish{
-		Kind: dedupe.FinishRetry, Call: call, Called: res.statusCode != 0 || res.duration > 0,
-		StatusCode: res.statusCode, Error: res.err, Duration: res.duration,
-	})
-	if errors.Is(err, dedupe.ErrClaimLost) {
-		log.WarnContext(ctx, "failed, and the run was handed on meanwhile", slog.String("error", res.err))
-		return nil
+// guard applies the ordering guard to a claimed event whose source orders
+// events: ok with a release func (free the entity once the outcome is
+// stored) when the call may go, else the outcome to settle instead of a
+// call: stale (a newer version was forwarded), a hold (another event of
+// the entity is in flight), or a retry (the guard failed). An unordered
+// event is always ok.
+func (h *Handler) guard(ctx context.Context, log *slog.Logger, p DeliverPayload, claim dedupe.Claim) (release func(), res callResult, ok bool) {
+	ev := claim.Event
+	if ev.OrderEntity == "" {
+		return nil, callResult{}, true
 	}
+	req := dedupe.VersionRequest{
+		Source: p.Source, Destination: p.Destination, Entity: ev.OrderEntity, Version: ev.OrderVersion,
+		Key: p.Key(), Call: claim.Call, Hold: h.cfg.Lease,
+	}
+	v, err := h.store.AdvanceVersion(ctx, req)
 	if err != nil {
-		log.ErrorContext(ctx, "could not store the failed attempt", slog.String("error", err.Error()))
-		return &RetryError{Delay: h.cfg.Backoff.Delay(1), Reason: res.err}
+		log.WarnContext(ctx, "ordering check failed", slog.String("error", err.Error()))
+		return nil, callResult{outcome: dedupe.OutcomeRetry, err: "ordering check failed"}, false
 	}
-	log = log.With(slog.Int("attempts", fin.Attempts))
-	if fin.Status == dedupe.StatusDead {
-		log.ErrorContext(ctx, "attempts exhausted; run is dead", slog.String("error", res.err), slog.Int("max_attempts", dest.MaxAttempts))
-		h.cfg.Metrics.outcome(p.Destination, dedupe.StatusDead)
-		return fmt.Errorf("%s: %w", res.err, asynq.SkipRetry)
+	log = log.With(slog.String("entity", ev.OrderEntity), slog.String("version", ev.OrderVersion))
+	switch v.Outcome {
+	case dedupe.VersionBusy:
+		// Poll every second: the other call usually ends long before its
+		// hold (a lease) would. Not an attempt.
+		wait := max(min(time.Until(v.BusyUntil), time.Second), 100*time.Millisecond)
+		return nil, callResult{outcome: dedupe.OutcomeHold, wait: wait, err: "another event of the entity is in flight", label: "entity_busy"}, false
+	case dedupe.VersionStale:
+		log.InfoContext(ctx, "a newer version was already forwarded", slog.String("newest", v.Newest))
+		return nil, callResult{outcome: dedupe.OutcomeStale}, false
 	}
-	delay := h.cfg.Backoff.Delay(fin.Attempts)
-	log.WarnContext(ctx, "attempt failed; retrying", slog.String("error", res.err), durationMS("retry_in_ms", delay))
-	h.cfg.Metrics.outcome(p.Destination, "retry")
-	return &RetryError{Delay: delay, Reason: res.err}
+	return func() {
+		if err := h.store.ReleaseVersion(context.WithoutCancel(ctx), req); err != nil {
+			log.WarnContext(ctx, "could not release the entity; it frees when the lease passes", slog.String("error", err.Error()))
+		}
+	}, callResult{}, true
 }
 
 // durationMS logs a duration as fractional milliseconds.

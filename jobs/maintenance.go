@@ -14,6 +14,7 @@ import (
 type maintenanceStore interface {
 	RunRetention(ctx context.Context, opts dedupe.RetentionOptions) (dedupe.RetentionResult, error)
 	DuplicateKeys(ctx context.Context, window time.Duration) ([]dedupe.DuplicateKey, error)
+	UnknownCalls(ctx context.Context, window time.Duration) (int, []dedupe.UnknownCall, error)
 	RecordMaintenance(ctx context.Context, run dedupe.MaintenanceRun) error
 	LastMaintenance(ctx context.Context, kind string) (dedupe.MaintenanceRun, error)
 }
@@ -148,8 +149,9 @@ func (m *Maintenance) RetentionOnce(ctx context.Context) (dedupe.RetentionResult
 const maxLoggedKeys = 50
 
 // DuplicateCheckOnce counts keys with more than one successful
-// destination call in DuplicateWindow, exports the count, records the
-// run, and logs any such key as an error. It returns the keys found.
+// destination call in DuplicateWindow and calls of unknown outcome
+// (possible duplicates), exports both counts, records the run, and logs
+// any such key. It returns the keys called successfully more than once.
 func (m *Maintenance) DuplicateCheckOnce(ctx context.Context) ([]dedupe.DuplicateKey, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
 	defer cancel()
@@ -168,7 +170,28 @@ func (m *Maintenance) DuplicateCheckOnce(ctx context.Context) ([]dedupe.Duplicat
 		_ = m.store.RecordMaintenance(context.WithoutCancel(ctx), run)
 		return nil, err
 	}
+	unknown, calls, err := m.store.UnknownCalls(ctx, m.cfg.DuplicateWindow)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+		mm.maintenanceRun(dedupe.KindDuplicateCheck, "error")
+		log.ErrorContext(ctx, "duplicate check failed", slog.String("error", err.Error()))
+		run.Error = err.Error()
+		_ = m.store.RecordMaintenance(context.WithoutCancel(ctx), run)
+		return nil, err
+	}
 	mm.duplicateKeys(len(keys))
+	mm.unknownCalls(unknown)
+	if unknown > 0 {
+		names := make([]string, 0, min(len(calls), maxLoggedKeys))
+		for _, c := range calls[:min(len(calls), maxLoggedKeys)] {
+			names = append(names, c.Key)
+		}
+		log.WarnContext(ctx, "calls of unknown outcome: a worker stopped mid-call, so the destination may have seen these keys twice",
+			slog.Int("unknown_calls", unknown), slog.String("keys", strings.Join(names, " ")),
+			slog.Duration("window", m.cfg.DuplicateWindow))
+	}
 	mm.maintenanceRun(dedupe.KindDuplicateCheck, "success")
 	mm.lastSuccess(dedupe.KindDuplicateCheck, time.Now())
 	if err := m.store.RecordMaintenance(ctx, run); err != nil {

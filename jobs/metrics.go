@@ -11,14 +11,17 @@ import (
 // Metrics are the queue side's Prometheus metrics. A nil *Metrics records
 // nothing.
 type Metrics struct {
-	outcomes       *prometheus.CounterVec
-	latency        *prometheus.HistogramVec
-	enqueueFails   prometheus.Counter
-	relayed        prometheus.Counter
-	relayBacklog   prometheus.Gauge
-	sweeperResets  *prometheus.CounterVec
+	outcomes      *prometheus.CounterVec
+	latency       *prometheus.HistogramVec
+	enqueueFails  prometheus.Counter
+	relayBacklog  prometheus.Gauge
+	sweeperResets *prometheus.CounterVec
+	// Recovery (the reconciler).
+	recoveryPasses *prometheus.CounterVec
+	recoveryTasks  *prometheus.CounterVec
 	queueSize      *prometheus.GaugeVec
 	duplicateCheck prometheus.Gauge
+	unknownOutcome prometheus.Gauge
 	// Scheduled maintenance (retention, duplicate check).
 	maintenanceRuns *prometheus.CounterVec
 	retentionRows   *prometheus.CounterVec
@@ -43,20 +46,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"destination"}),
 		enqueueFails: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "webhookd_enqueue_failures_total",
-			Help: "Hand-offs to the queue that failed (the relay retries them).",
-		}),
-		relayed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "webhookd_relay_enqueued_total",
-			Help: "Events the relay found pending and enqueued.",
+			Help: "Hand-offs to the queue that failed (the reconciler writes those tasks once Redis answers).",
 		}),
 		relayBacklog: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "webhookd_relay_backlog",
-			Help: "Events recorded whose hand-off to the queue is pending.",
+			Help: "Events in the outbox: recorded, some destination not yet claimed by a worker.",
 		}),
 		sweeperResets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webhookd_sweeper_resets_total",
-			Help: "Runs whose lease passed, reset by the sweeper, by resulting status.",
+			Help: "Runs whose lease passed, taken back by the reconciler, by resulting status.",
 		}, []string{"status"}),
+		recoveryPasses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhookd_recovery_passes_total",
+			Help: "Reconciler passes by result (success, error, skipped: another process was running one).",
+		}, []string{"result"}),
+		recoveryTasks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhookd_recovery_tasks_total",
+			Help: "Tasks the reconciler checked, by what it found or did (pending, waiting, active: left as they were; written: Redis had lost it; rescued: held by a dead worker; hastened; revived; unrouted).",
+		}, []string{"action"}),
 		queueSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "webhookd_queue_size",
 			Help: "Tasks in the Asynq queue by state.",
@@ -64,6 +71,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		duplicateCheck: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "webhookd_duplicate_keys",
 			Help: "Keys with more than one successful destination call in the last 7 days (should be 0).",
+		}),
+		unknownOutcome: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "webhookd_unknown_outcome_calls",
+			Help: "Destination calls in the last 7 days whose outcome was never stored (a worker stopped mid-call): possible duplicates at the destination.",
 		}),
 		maintenanceRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webhookd_maintenance_runs_total",
@@ -84,8 +95,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			}),
 		},
 	}
-	reg.MustRegister(m.outcomes, m.latency, m.enqueueFails, m.relayed, m.relayBacklog,
-		m.sweeperResets, m.queueSize, m.duplicateCheck, m.maintenanceRuns, m.retentionRows,
+	for _, result := range []string{"success", "error", "skipped"} {
+		m.recoveryPasses.WithLabelValues(result)
+	}
+	for _, status := range []string{dedupe.StatusFailed, dedupe.StatusDead} {
+		m.sweeperResets.WithLabelValues(status)
+	}
+	reg.MustRegister(m.outcomes, m.latency, m.enqueueFails, m.relayBacklog,
+		m.sweeperResets, m.recoveryPasses, m.recoveryTasks, m.queueSize, m.duplicateCheck, m.unknownOutcome, m.maintenanceRuns, m.retentionRows,
 		m.lastOK[dedupe.KindRetention], m.lastOK[dedupe.KindDuplicateCheck])
 	return m
 }
@@ -108,10 +125,27 @@ func (m *Metrics) enqueueFailed() {
 	}
 }
 
-func (m *Metrics) relayedEvents(n int) {
+func (m *Metrics) recoveryPass(result string) {
 	if m != nil {
-		m.relayed.Add(float64(n))
+		m.recoveryPasses.WithLabelValues(result).Inc()
 	}
+}
+
+func (m *Metrics) taskAction(action string) {
+	if m != nil {
+		m.recoveryTasks.WithLabelValues(action).Inc()
+	}
+}
+
+// registerTaskActions makes every task action's series exist at zero.
+func (m *Metrics) registerTaskActions() {
+	if m == nil {
+		return
+	}
+	for _, a := range taskActions {
+		m.recoveryTasks.WithLabelValues(string(a))
+	}
+	m.recoveryTasks.WithLabelValues("unrouted")
 }
 
 func (m *Metrics) backlog(n int64) {
@@ -135,6 +169,12 @@ func (m *Metrics) queueState(queue, state string, n int) {
 func (m *Metrics) duplicateKeys(n int) {
 	if m != nil {
 		m.duplicateCheck.Set(float64(n))
+	}
+}
+
+func (m *Metrics) unknownCalls(n int) {
+	if m != nil {
+		m.unknownOutcome.Set(float64(n))
 	}
 }
 

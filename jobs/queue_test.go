@@ -12,6 +12,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/internal/pipelinetest"
@@ -207,7 +208,7 @@ func TestQueueOrdering(t *testing.T) {
 	})
 }
 
-func TestSweeperRecoversAKilledRunWithTheSameKey(t *testing.T) {
+func TestReconcilerRecoversAKilledRunWithTheSameKey(t *testing.T) {
 	t.Parallel()
 	d := newDestination(t, status(200))
 	b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL}, lease: time.Second})
@@ -222,10 +223,10 @@ func TestSweeperRecoversAKilledRunWithTheSameKey(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	reg := prometheus.NewRegistry()
 	m := jobs.NewMetrics(reg)
-	sw := jobs.NewSweeper(b.store, q.enqueuer, jobs.SweeperConfig{Logger: testLogger(t), Metrics: m})
-	n, err := sw.SweepOnce(testCtx(t))
-	if err != nil || n != 1 {
-		t.Fatalf("sweep: %d, %v; want 1 reset", n, err)
+	rec := jobs.NewReconciler(b.store, q.enqueuer, jobs.ReconcilerConfig{Lease: time.Second, Logger: testLogger(t), Metrics: m})
+	rep, err := rec.Pass(testCtx(t))
+	if err != nil || !rep.Ran || rep.Swept != 1 || rep.Actions["written"] != 1 {
+		t.Fatalf("pass: %+v, %v; want 1 run swept and its task written", rep, err)
 	}
 	pipelinetest.Eventually(t, 10*time.Second, "the retried run to be done", func() bool { return b.status(t, p.Key()) == dedupe.StatusDone })
 	calls := d.Calls()
@@ -238,9 +239,19 @@ func TestSweeperRecoversAKilledRunWithTheSameKey(t *testing.T) {
 	if v := metricValue(t, reg, "webhookd_sweeper_resets_total", "status", dedupe.StatusFailed); v != 1 {
 		t.Fatalf("sweeper reset metric %v, want 1", v)
 	}
+	if v := metricValue(t, reg, "webhookd_recovery_tasks_total", "action", "written"); v != 1 {
+		t.Fatalf("recovery written metric %v, want 1", v)
+	}
+	// The claimed call that never finished is one of unknown outcome.
+	if n := b.schema.Int(t, `SELECT count(*) FROM delivery_attempts WHERE key = $1 AND call = 1 AND state = 'unknown'`, p.Key()); n != 1 {
+		t.Fatalf("%d unknown-outcome calls for the killed claim, want 1", n)
+	}
 }
 
-func TestRelayEnqueuesPendingEvents(t *testing.T) {
+// TestReconcilerHandsOffUnclaimedEvents: events recorded with no fast path
+// are enqueued by a pass, delivered, and taken out of the outbox by the
+// next pass once their runs exist.
+func TestReconcilerHandsOffUnclaimedEvents(t *testing.T) {
 	t.Parallel()
 	d := newDestination(t, status(200))
 	b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL}})
@@ -248,18 +259,22 @@ func TestRelayEnqueuesPendingEvents(t *testing.T) {
 	for i := range 5 {
 		b.record(t, fmt.Sprintf("evt_%d", i), body)
 	}
-	r := jobs.NewRelay(b.store, q.enqueuer, jobs.RelayConfig{MinAge: time.Millisecond, Logger: testLogger(t)})
+	rec := jobs.NewReconciler(b.store, q.enqueuer, jobs.ReconcilerConfig{MinAge: time.Millisecond, Logger: testLogger(t)})
 	time.Sleep(10 * time.Millisecond)
-	n, err := r.ScanOnce(testCtx(t))
-	if err != nil || n != 5 {
-		t.Fatalf("scan: %d, %v; want 5", n, err)
-	}
-	if n, _ := r.ScanOnce(testCtx(t)); n != 0 {
-		t.Fatalf("second scan enqueued %d, want 0", n)
+	rep, err := rec.Pass(testCtx(t))
+	if err != nil || rep.Actions["written"] != 5 || rep.Settled != 0 {
+		t.Fatalf("first pass: %+v, %v; want 5 tasks written, nothing settled", rep, err)
 	}
 	pipelinetest.Eventually(t, 10*time.Second, "5 deliveries", func() bool { return len(d.Calls()) == 5 })
+	pipelinetest.Eventually(t, 10*time.Second, "5 runs done", func() bool {
+		return b.schema.Int(t, `SELECT count(*) FROM job_runs WHERE status = 'done'`) == 5
+	})
+	rep, err = rec.Pass(testCtx(t))
+	if err != nil || rep.Settled != 5 || len(rep.Actions) != 0 {
+		t.Fatalf("second pass: %+v, %v; want the 5 events settled and no task touched", rep, err)
+	}
 	if n := b.schema.Int(t, `SELECT count(*) FROM event_outbox`); n != 0 {
-		t.Fatalf("%d events still pending", n)
+		t.Fatalf("%d events still in the outbox", n)
 	}
 }
 
@@ -296,40 +311,54 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, label, value stri
 	return 0
 }
 
-// markRecorder is a relay store that records each batch marked enqueued.
-type markRecorder struct {
-	mu      sync.Mutex
-	batches [][]dedupe.EventRef
+// scriptCalls is a go-redis hook that records how many tasks each
+// script call of the relay wrote (its keys but the pending list).
+type scriptCalls struct {
+	mu    sync.Mutex
+	sizes []int
 }
 
-func (m *markRecorder) MarkEnqueued(_ context.Context, refs []dedupe.EventRef) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.batches = append(m.batches, refs)
-	return nil
-}
+func (s *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (m *markRecorder) RelayPending(context.Context, int, time.Duration, func(context.Context, []dedupe.EventRef) []dedupe.EventRef) (int, error) {
-	return 0, nil
-}
+func (s *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 
-func (m *markRecorder) PendingCount(context.Context) (int64, error) { return 0, nil }
-
-func (m *markRecorder) sizes() []int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []int
-	for _, b := range m.batches {
-		out = append(out, len(b))
+func (s *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if args := c.Args(); len(args) > 2 && (c.Name() == "evalsha" || c.Name() == "eval") {
+				if n, ok := args[2].(int); ok && err == nil {
+					s.mu.Lock()
+					s.sizes = append(s.sizes, n-1)
+					s.mu.Unlock()
+				}
+			}
+		}
+		return err
 	}
-	return out
 }
 
-// fastPath is a running relay whose store records the batches it marks,
-// and the test's own Redis with the queue the relay fills.
+// batches returns the task counts of the script calls so far.
+func (s *scriptCalls) batches() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.sizes...)
+}
+
+// total returns how many tasks the script calls wrote.
+func (s *scriptCalls) total() int {
+	n := 0
+	for _, b := range s.batches() {
+		n += b
+	}
+	return n
+}
+
+// fastPath is a running relay, the hook that sees its script calls, and
+// the test's own Redis with the queue the relay fills.
 type fastPath struct {
 	relay *jobs.Relay
-	store *markRecorder
+	calls *scriptCalls
 	redis *redistest.DB
 	stop  func() // ends Run and waits for it to return
 }
@@ -338,9 +367,9 @@ func startFastPath(t *testing.T, linger time.Duration) *fastPath {
 	t.Helper()
 	r := redistest.New(t)
 	routes := jobs.Routes{"src": {"dst": {Name: "dst", URL: "http://127.0.0.1:1/"}}}
-	store := &markRecorder{}
-	relay := jobs.NewRelay(store, jobs.NewEnqueuer(r.Client, r.Queue, routes),
-		jobs.RelayConfig{Interval: time.Hour, Linger: linger, Logger: testLogger(t)})
+	calls := &scriptCalls{}
+	r.Client.AddHook(calls)
+	relay := jobs.NewRelay(jobs.NewEnqueuer(r.Client, r.Queue, routes), jobs.RelayConfig{Linger: linger, Logger: testLogger(t)})
 	ctx, cancel := context.WithCancel(testCtx(t))
 	done := make(chan struct{})
 	go func() { defer close(done); relay.Run(ctx) }()
@@ -353,7 +382,7 @@ func startFastPath(t *testing.T, linger time.Duration) *fastPath {
 		}
 	}
 	t.Cleanup(cancel)
-	return &fastPath{relay: relay, store: store, redis: r, stop: stop}
+	return &fastPath{relay: relay, calls: calls, redis: r, stop: stop}
 }
 
 // pending returns how many tasks wait in the queue.
@@ -362,54 +391,52 @@ func (f *fastPath) pending(t *testing.T) int64 {
 	return f.redis.Client.LLen(testCtx(t), "asynq:{"+f.redis.Queue+"}:pending").Val()
 }
 
-// TestRelayFastPathLingers: events notified a little apart are enqueued
-// and marked as one batch while the fast path lingers, one by one when
-// the linger is shorter than the gaps.
+// TestRelayFastPathLingers: events notified while a batch lingers are
+// enqueued as one batch; each notified after the last batch went out,
+// with a linger shorter than the wait, goes out alone.
 func TestRelayFastPathLingers(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name        string
-		givenLinger time.Duration
-		expectSizes string
-	}{
-		{name: "OneBatch", givenLinger: 3 * time.Second, expectSizes: "[5]"},
-		{name: "OneByOne", givenLinger: time.Millisecond, expectSizes: "[1 1 1 1 1]"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			f := startFastPath(t, tc.givenLinger)
-			for i := range 5 {
-				f.relay.Notify("src", fmt.Sprintf("evt_%d", i))
-				time.Sleep(100 * time.Millisecond)
-			}
-			pipelinetest.Eventually(t, 10*time.Second, "5 events marked", func() bool {
-				n := 0
-				for _, s := range f.store.sizes() {
-					n += s
-				}
-				return n == 5
-			})
-			f.stop()
-			if got := fmt.Sprint(f.store.sizes()); got != tc.expectSizes {
-				t.Fatalf("batches marked %s, want %s", got, tc.expectSizes)
-			}
-			if n := f.pending(t); n != 5 {
-				t.Fatalf("%d tasks pending, want 5", n)
-			}
-		})
-	}
+	t.Run("OneBatch", func(t *testing.T) {
+		t.Parallel()
+		f := startFastPath(t, time.Hour)
+		for i := range 5 {
+			f.relay.Notify("src", fmt.Sprintf("evt_%d", i))
+		}
+		f.stop() // the lingering batch goes out at the stop
+		if got := fmt.Sprint(f.calls.batches()); got != "[5]" {
+			t.Fatalf("batches %s, want [5]", got)
+		}
+		if n := f.pending(t); n != 5 {
+			t.Fatalf("%d tasks pending, want 5", n)
+		}
+	})
+	t.Run("OneByOne", func(t *testing.T) {
+		t.Parallel()
+		f := startFastPath(t, time.Millisecond)
+		for i := range 5 {
+			f.relay.Notify("src", fmt.Sprintf("evt_%d", i))
+			pipelinetest.Eventually(t, 10*time.Second, "the event enqueued", func() bool { return f.calls.total() == i+1 })
+		}
+		f.stop()
+		if got := fmt.Sprint(f.calls.batches()); got != "[1 1 1 1 1]" {
+			t.Fatalf("batches %s, want [1 1 1 1 1]", got)
+		}
+		if n := f.pending(t); n != 5 {
+			t.Fatalf("%d tasks pending, want 5", n)
+		}
+	})
 }
 
 // TestRelayStopWhileLingering: a batch still gathering company when the
-// relay stops is handed off before Run returns, not left to the next scan.
+// relay stops is handed off before Run returns, not left to the reconciler.
 func TestRelayStopWhileLingering(t *testing.T) {
 	t.Parallel()
 	f := startFastPath(t, time.Hour)
 	f.relay.Notify("src", "evt_1")
 	time.Sleep(200 * time.Millisecond) // the fast path is lingering now
 	f.stop()
-	if got := fmt.Sprint(f.store.sizes()); got != "[1]" {
-		t.Fatalf("batches marked %s, want [1]", got)
+	if got := fmt.Sprint(f.calls.batches()); got != "[1]" {
+		t.Fatalf("batches %s, want [1]", got)
 	}
 	if n := f.pending(t); n != 1 {
 		t.Fatalf("%d tasks pending, want 1", n)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/gateway/admin"
-	"github.com/webhookd/webhookd/jobs"
 )
 
 // newAdmin builds the admin service (replays, listings) on a's store and
@@ -20,7 +19,7 @@ func newAdmin(a *app, withDashboard bool) *admin.Admin {
 	if withDashboard {
 		cfg.Dashboard = admin.NewDashboard(a.redis, !a.cfg.Admin.AllowQueueActions)
 	}
-	return admin.New(a.store, a.store, jobs.NewRequeuer(a.redis, a.enqueuer), cfg)
+	return admin.New(a.store, a.store, a.enqueuer, cfg)
 }
 
 // mountAdmin adds the admin API, the event browser and the queue dashboard

@@ -41,9 +41,8 @@ queue: %q
 admin_token: %q
 lease: 2s
 worker:
-  sweep_interval: 300ms
-  relay_interval: 200ms
-  relay_min_age: 200ms
+  recovery_interval: 300ms
+  recovery_min_age: 200ms
   retry_base: 100ms
   retry_max: 1s
 sources:

@@ -26,7 +26,7 @@ func checkCommand() *cobra.Command {
 func checkDuplicatesCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "duplicates",
-		Short: "List keys with more than one successful destination call (exit 1 if any)",
+		Short: "List keys with more than one successful destination call (exit 1 if any) and calls of unknown outcome",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := configFrom(cmd)
@@ -46,20 +46,33 @@ func checkDuplicatesCommand() *cobra.Command {
 				return fmt.Errorf("error opening database pool: %w", err)
 			}
 			defer pool.Close()
-			keys, err := dedupe.New(pool).DuplicateKeys(ctx, window)
+			store := dedupe.New(pool)
+			keys, err := store.DuplicateKeys(ctx, window)
+			if err != nil {
+				return err
+			}
+			unknown, calls, err := store.UnknownCalls(ctx, window)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if len(keys) == 0 {
-				fmt.Fprintf(out, "no key had more than one successful destination call in the last %s\n", window)
-				return nil
-			}
 			for _, k := range keys {
-				fmt.Fprintf(out, "%s\t%d successful calls\t%s .. %s\n", k.Key, k.Successes,
+				fmt.Fprintf(out, "duplicate\t%s\t%d successful calls\t%s .. %s\n", k.Key, k.Successes,
 					k.First.UTC().Format(time.RFC3339), k.Last.UTC().Format(time.RFC3339))
 			}
-			return fmt.Errorf("%d keys had more than one successful destination call in the last %s", len(keys), window)
+			for _, c := range calls {
+				note := ""
+				if c.LaterSuccess {
+					note = "\ta later call succeeded"
+				}
+				fmt.Fprintf(out, "unknown\t%s\tcall %d\t%s%s\n", c.Key, c.Call, c.StartedAt.UTC().Format(time.RFC3339), note)
+			}
+			fmt.Fprintf(out, "in the last %s: %d keys called successfully more than once; %d calls of unknown outcome (a worker stopped mid-call: possible duplicates at the destination)\n",
+				window, len(keys), unknown)
+			if len(keys) > 0 {
+				return fmt.Errorf("%d keys had more than one successful destination call in the last %s", len(keys), window)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().Duration("window", dedupe.DefaultDuplicateWindow, "how far back to look")

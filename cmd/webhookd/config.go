@@ -49,10 +49,14 @@ type workerConf struct {
 	RetryBase    duration `yaml:"retry_base"`
 	RetryMax     duration `yaml:"retry_max"`
 	DefaultHold  duration `yaml:"default_hold"`
-	SweepEvery   duration `yaml:"sweep_interval"`
-	RelayEvery   duration `yaml:"relay_interval"`
-	RelayMinAge  duration `yaml:"relay_min_age"`
 	ShutdownWait duration `yaml:"shutdown_timeout"`
+	// RecoveryEvery is the time between recovery passes (the reconciler:
+	// expired leases, due retries, unclaimed events). Defaults to lease/2,
+	// at most 2s; it may not exceed lease/2.
+	RecoveryEvery duration `yaml:"recovery_interval"`
+	// RecoveryMinAge leaves events recorded more recently than this to the
+	// relay's fast path. Defaults to 2s.
+	RecoveryMinAge duration `yaml:"recovery_min_age"`
 	// RetentionEvery is the time between retention runs. Defaults to 1h.
 	RetentionEvery duration `yaml:"retention_interval"`
 	// DuplicateCheckEvery is the time between duplicate checks. Defaults to 10m.
@@ -114,6 +118,13 @@ func (d *duration) UnmarshalYAML(n *yaml.Node) error {
 
 func (d duration) std() time.Duration { return time.Duration(d) }
 
+// renamedKeys names the keys that replaced keys of earlier versions.
+var renamedKeys = map[string]string{
+	"sweep_interval": "worker.recovery_interval",
+	"relay_interval": "worker.recovery_interval",
+	"relay_min_age":  "worker.recovery_min_age",
+}
+
 var (
 	nameRE = regexp.MustCompile(`^[a-z0-9_-]+$`)
 	varRE  = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
@@ -154,7 +165,13 @@ func parseConfig(path string, raw []byte, lookup func(string) (string, bool)) (*
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
 		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		msg = unknownFieldRE.ReplaceAllString(msg, `unknown key "$1"`)
+		msg = unknownFieldRE.ReplaceAllStringFunc(msg, func(m string) string {
+			key := unknownFieldRE.FindStringSubmatch(m)[1]
+			if now, ok := renamedKeys[key]; ok {
+				return fmt.Sprintf("unknown key %q (replaced by %s)", key, now)
+			}
+			return fmt.Sprintf("unknown key %q", key)
+		})
 		return nil, fmt.Errorf("%s: %s", path, msg)
 	}
 	cfg.root = &root
@@ -201,8 +218,11 @@ func (c *config) setDefaults() {
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
 	}
-	if c.Worker.SweepEvery == 0 {
-		c.Worker.SweepEvery = c.Lease / 2
+	if c.Worker.RecoveryEvery == 0 {
+		c.Worker.RecoveryEvery = min(c.Lease/2, duration(2*time.Second))
+	}
+	if c.Worker.RecoveryMinAge == 0 {
+		c.Worker.RecoveryMinAge = duration(2 * time.Second)
 	}
 }
 
@@ -236,8 +256,8 @@ func (c *config) validate() error {
 	default:
 		return c.fieldError("must be debug, info, warn or error", "log_level")
 	}
-	if c.Worker.SweepEvery > c.Lease/2 {
-		return c.fieldError("must be at most lease/2, so an expired lease is found promptly", "worker", "sweep_interval")
+	if c.Worker.RecoveryEvery > c.Lease/2 {
+		return c.fieldError("must be at most lease/2, so an expired lease is found promptly", "worker", "recovery_interval")
 	}
 	if c.Worker.Concurrency < 0 {
 		return c.fieldError("must not be negative", "worker", "concurrency")

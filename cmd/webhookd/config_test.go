@@ -59,8 +59,9 @@ func TestParseConfig(t *testing.T) {
 	if cfg.DatabaseURL != "postgres://postgres@db:5432/prod" {
 		t.Errorf("DATABASE_URL did not override the file: %s", cfg.DatabaseURL)
 	}
-	if cfg.Lease.std() != time.Minute || cfg.Worker.SweepEvery.std() != 30*time.Second {
-		t.Errorf("lease %s, sweep interval %s; want 1m and lease/2", cfg.Lease.std(), cfg.Worker.SweepEvery.std())
+	if cfg.Lease.std() != time.Minute || cfg.Worker.RecoveryEvery.std() != 2*time.Second || cfg.Worker.RecoveryMinAge.std() != 2*time.Second {
+		t.Errorf("lease %s, recovery interval %s, min age %s; want 1m, 2s and 2s",
+			cfg.Lease.std(), cfg.Worker.RecoveryEvery.std(), cfg.Worker.RecoveryMinAge.std())
 	}
 	routes := cfg.routes()
 	if d := routes["stripe"]["billing"]; d.MaxAttempts != 3 || d.Timeout != 10*time.Second || d.SigningSecret != "sign" {
@@ -146,9 +147,14 @@ func TestParseConfigErrors(t *testing.T) {
 			expectText: []string{"sources[0].destinations[0].timeout", "shorter than lease"},
 		},
 		{
-			name:       "sweep interval longer than half the lease",
-			givenYAML:  strings.Replace(validConfig, "lease: 1m", "lease: 1m\nworker:\n  sweep_interval: 45s", 1),
-			expectText: []string{"worker.sweep_interval", "lease/2"},
+			name:       "recovery interval longer than half the lease",
+			givenYAML:  strings.Replace(validConfig, "lease: 1m", "lease: 1m\nworker:\n  recovery_interval: 45s", 1),
+			expectText: []string{"worker.recovery_interval", "lease/2"},
+		},
+		{
+			name:       "a key of an earlier version",
+			givenYAML:  strings.Replace(validConfig, "lease: 1m", "lease: 1m\nworker:\n  sweep_interval: 10s", 1),
+			expectText: []string{`unknown key "sweep_interval"`, "replaced by worker.recovery_interval"},
 		},
 		{
 			name:       "bad redis url",

@@ -215,11 +215,7 @@ func printEvent(w io.Writer, d dedupe.EventDetail) error {
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\nattempts:")
 	for _, at := range d.Attempts {
-		outcome := "ok"
-		if !at.Succeeded {
-			outcome = at.Error
-		}
-		fmt.Fprintf(w, "  %s  %s  call %d  HTTP %d  %s  %s\n", at.CreatedAt.UTC().Format(time.DateTime), at.Key, at.Call, at.StatusCode, at.Duration, outcome)
+		fmt.Fprintf(w, "  %s  %s  call %d  HTTP %d  %s  %s\n", at.CreatedAt.UTC().Format(time.DateTime), at.Key, at.Call, at.StatusCode, at.Duration, at.Summary())
 	}
 	fmt.Fprintln(w, "\nheaders:")
 	fmt.Fprintln(w, indentOr(d.Headers))

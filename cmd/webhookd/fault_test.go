@@ -97,9 +97,8 @@ worker:
   retry_base: 100ms
   retry_max: 1s
   default_hold: 1s
-  sweep_interval: 1s
-  relay_interval: 200ms
-  relay_min_age: 300ms
+  recovery_interval: 500ms
+  recovery_min_age: 300ms
   shutdown_timeout: 5s
 sources:
   - name: test

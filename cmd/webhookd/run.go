@@ -134,16 +134,19 @@ func run(ctx context.Context, cfg *config, r roles, log *slog.Logger, ready func
 		// up to 1 ms for company: at 2,000/s that cut Postgres CPU per
 		// ack by a quarter. See docs/performance.md.
 		batcher = dedupe.NewBatcher(pool, dedupe.BatcherConfig{MaxInFlight: 2, Linger: time.Millisecond})
-		relay = jobs.NewRelay(store, enqueuer, jobs.RelayConfig{
-			Interval:  cfg.Worker.RelayEvery.std(),
-			MinAge:    cfg.Worker.RelayMinAge.std(),
-			Logger:    log,
-			Metrics:   jobMetrics,
-			LossCheck: jobs.NewQueueLossCheck(rdb, store, enqueuer, cfg.Retention.std(), log),
-		})
-		background.Add(1)
-		go func() { defer background.Done(); relay.Run(bg) }()
+		relay = jobs.NewRelay(enqueuer, jobs.RelayConfig{Logger: log, Metrics: jobMetrics})
+		background.Go(func() { relay.Run(bg) })
 	}
+	// Every process recovers lost work (one at a time), so any survivor
+	// does it whichever processes die.
+	reconciler := jobs.NewReconciler(store, enqueuer, jobs.ReconcilerConfig{
+		Interval: cfg.Worker.RecoveryEvery.std(),
+		Lease:    cfg.Lease.std(),
+		MinAge:   cfg.Worker.RecoveryMinAge.std(),
+		Logger:   log,
+		Metrics:  jobMetrics,
+	})
+	background.Go(func() { reconciler.Run(bg) })
 
 	var (
 		worker *jobs.Server
@@ -171,16 +174,6 @@ func run(ctx context.Context, cfg *config, r roles, log *slog.Logger, ready func
 		if err := worker.Start(); err != nil {
 			return err
 		}
-		sweeper := jobs.NewSweeper(store, enqueuer, jobs.SweeperConfig{
-			Interval: cfg.Worker.SweepEvery.std(),
-			// A retry is overdue once it is later than the longest
-			// backoff, a call and a lease allow.
-			RetryIdle: jobs.Backoff{Max: cfg.Worker.RetryMax.std()}.WithDefaults().Max + 2*cfg.Lease.std() + time.Minute,
-			Logger:    log,
-			Metrics:   jobMetrics,
-		})
-		background.Add(1)
-		go func() { defer background.Done(); sweeper.Run(bg) }()
 	}
 
 	var rec interface {
@@ -230,7 +223,7 @@ func run(ctx context.Context, cfg *config, r roles, log *slog.Logger, ready func
 	if batcher != nil {
 		batcher.Close()
 	}
-	// Stop the relay (it hands off what it still holds) and the sweeper.
+	// Stop the relay (it hands off what it still holds) and the reconciler.
 	stopBackground()
 	background.Wait()
 	// Let running tasks finish; unfinished ones go back to the queue.

@@ -30,7 +30,7 @@ type runStore interface {
 }
 
 // requeuer puts a key's task on the queue so that it runs;
-// *jobs.Requeuer satisfies it.
+// *jobs.Enqueuer satisfies it.
 type requeuer interface {
 	Requeue(ctx context.Context, p jobs.DeliverPayload) error
 }

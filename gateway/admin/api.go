@@ -86,6 +86,9 @@ type attemptJSON struct {
 	Error      string    `json:"error,omitempty"`
 	DurationMS float64   `json:"duration_ms"`
 	At         time.Time `json:"at"`
+	// State is calling, finished or unknown (possible duplicate).
+	State   string `json:"state"`
+	Outcome string `json:"outcome,omitempty"`
 }
 
 func toDetailJSON(d dedupe.EventDetail) eventDetailJSON {
@@ -116,6 +119,7 @@ func toDetailJSON(d dedupe.EventDetail) eventDetailJSON {
 		out.Attempts = append(out.Attempts, attemptJSON{
 			Key: at.Key, Call: at.Call, StatusCode: at.StatusCode, Succeeded: at.Succeeded, Error: at.Error,
 			DurationMS: float64(at.Duration.Microseconds()) / 1000, At: at.CreatedAt,
+			State: at.State, Outcome: at.Outcome,
 		})
 	}
 	return out

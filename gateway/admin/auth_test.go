@@ -12,7 +12,6 @@ import (
 
 	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/gateway/admin"
-	"github.com/webhookd/webhookd/jobs"
 )
 
 // adminRoutes are every admin route, the dashboard included.
@@ -136,7 +135,7 @@ func TestAuthDashboardActionsWhenAllowed(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{token: "tok"})
 	gw := gateway.New(gateway.Config{Registry: prometheus.NewRegistry()}, nil, nil)
-	admin.New(b.p.Store, b.p.Store, jobs.NewRequeuer(b.p.Redis.Client, b.p.Enqueuer), admin.Config{
+	admin.New(b.p.Store, b.p.Store, b.p.Enqueuer, admin.Config{
 		Token: "tok", Routes: b.p.Routes, Dashboard: admin.NewDashboard(b.p.Redis.Client, false),
 	}).Mount(gw.Echo())
 	req := httptest.NewRequest("POST", "/admin/queues/api/queues/"+b.p.Redis.Queue+":pause", nil)

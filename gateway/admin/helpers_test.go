@@ -94,7 +94,7 @@ func setup(t *testing.T, o options) *bundle {
 	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	gw := gateway.New(gateway.Config{Registry: prometheus.NewRegistry(), Logger: log}, nil, nil)
-	adm := admin.New(p.Store, p.Store, jobs.NewRequeuer(p.Redis.Client, p.Enqueuer), admin.Config{
+	adm := admin.New(p.Store, p.Store, p.Enqueuer, admin.Config{
 		Token:     o.token,
 		Routes:    p.Routes,
 		Dashboard: admin.NewDashboard(p.Redis.Client, true),

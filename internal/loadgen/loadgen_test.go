@@ -70,9 +70,10 @@ func startProduct(t *testing.T) StartFunc {
 			gw.Sources = map[string]gateway.Source{env.Source.Name: {Scheme: env.Source.Verify.Scheme,
 				Verifier: v, EventID: ex, Destinations: 1}}
 			batcher = dedupe.NewBatcher(pool, dedupe.BatcherConfig{})
-			relay := jobs.NewRelay(store, enq, jobs.RelayConfig{Interval: 200 * time.Millisecond, MinAge: 200 * time.Millisecond, Logger: env.Log})
-			wg.Add(1)
-			go func() { defer wg.Done(); relay.Run(bg) }()
+			relay := jobs.NewRelay(enq, jobs.RelayConfig{Logger: env.Log})
+			reconciler := jobs.NewReconciler(store, enq, jobs.ReconcilerConfig{Interval: 200 * time.Millisecond, MinAge: 200 * time.Millisecond, Logger: env.Log})
+			wg.Go(func() { relay.Run(bg) })
+			wg.Go(func() { reconciler.Run(bg) })
 			srv = gateway.New(gw, batcher, relay)
 		} else {
 			srv = gateway.New(gw, nil, nil)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,11 +47,9 @@ type SourceSpec struct {
 
 // Options adjust the pipeline.
 type Options struct {
-	// LossCheck runs the queue-loss check before each relay scan.
-	LossCheck bool
-	// RelayMinAge is the age at which the relay's scan picks up an event
-	// whose hand-off is pending. Defaults to 500ms.
-	RelayMinAge time.Duration
+	// RecoveryMinAge is the age at which the reconciler looks at an event
+	// no worker has claimed. Defaults to 500ms.
+	RecoveryMinAge time.Duration
 	// Destinations maps destination names to URLs of the default Stripe
 	// source (Source, signed with Secret). Required unless Sources is set.
 	Destinations map[string]string
@@ -76,7 +75,9 @@ type Pipeline struct {
 	Store    *dedupe.Store
 	Enqueuer *jobs.Enqueuer
 	Relay    *jobs.Relay
-	Server   *httptest.Server
+	// Reconciler runs a pass every 200ms; tests may call Pass too.
+	Reconciler *jobs.Reconciler
+	Server     *httptest.Server
 	// Verify is the default Stripe source's verification (for Send).
 	Verify verify.Config
 	// Sources holds every source's verification as configured (twilio's
@@ -118,16 +119,16 @@ func Start(t testing.TB, opts Options) *Pipeline {
 		}
 	}
 	enq := jobs.NewEnqueuer(opts.Redis.Client, opts.Redis.Queue, routes)
-	if opts.RelayMinAge == 0 {
-		opts.RelayMinAge = 500 * time.Millisecond
+	if opts.RecoveryMinAge == 0 {
+		opts.RecoveryMinAge = 500 * time.Millisecond
 	}
-	relayCfg := jobs.RelayConfig{Interval: 200 * time.Millisecond, MinAge: opts.RelayMinAge, Logger: log}
-	if opts.LossCheck {
-		relayCfg.LossCheck = jobs.NewQueueLossCheck(opts.Redis.Client, store, enq, time.Hour, log)
-	}
-	relay := jobs.NewRelay(store, enq, relayCfg)
-	done := make(chan struct{})
-	go func() { relay.Run(ctx); close(done) }()
+	relay := jobs.NewRelay(enq, jobs.RelayConfig{Logger: log})
+	reconciler := jobs.NewReconciler(store, enq, jobs.ReconcilerConfig{
+		Interval: 200 * time.Millisecond, Lease: opts.Lease, MinAge: opts.RecoveryMinAge, Logger: log,
+	})
+	var background sync.WaitGroup
+	background.Go(func() { relay.Run(ctx) })
+	background.Go(func() { reconciler.Run(ctx) })
 
 	var (
 		worker *jobs.Server
@@ -189,13 +190,13 @@ func Start(t testing.TB, opts Options) *Pipeline {
 		ts.Close()
 		batcher.Close()
 		cancel()
-		<-done
+		background.Wait()
 		if worker != nil {
 			worker.Shutdown()
 			runs.Close()
 		}
 	})
-	return &Pipeline{Schema: opts.Schema, Redis: opts.Redis, Store: store, Enqueuer: enq, Relay: relay, Server: ts, Verify: defaultVerify, Sources: vcfgs, Routes: routes}
+	return &Pipeline{Schema: opts.Schema, Redis: opts.Redis, Store: store, Enqueuer: enq, Relay: relay, Reconciler: reconciler, Server: ts, Verify: defaultVerify, Sources: vcfgs, Routes: routes}
 }
 
 // Send signs body as Stripe would and posts it to the test source.

@@ -16,8 +16,8 @@ import (
 )
 
 // TestQueueLossIsRecovered: Redis loses every queued task (a restart
-// without persistence); the relay notices the missing marker, re-enqueues
-// the unfinished events, and each is delivered once.
+// without persistence); the reconciler finds the unclaimed events in the
+// outbox, writes their tasks again, and each is delivered once.
 func TestQueueLossIsRecovered(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -27,7 +27,7 @@ func TestQueueLossIsRecovered(t *testing.T) {
 
 	// A gateway with no worker: tasks stay in Redis.
 	gw := pipelinetest.Start(t, pipelinetest.Options{
-		Destinations: map[string]string{"billing": ts.URL}, NoWorker: true, LossCheck: true,
+		Destinations: map[string]string{"billing": ts.URL}, NoWorker: true,
 	})
 	const events = 5
 	for i := range events {

@@ -1,0 +1,356 @@
+package dedupe_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/internal/pipelinetest"
+)
+
+func TestSweepExpired(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ResetsOnlyPassedLeases", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for _, id := range []string{"expired", "live", "last_try"} {
+			b.recordEvent(t, id)
+		}
+		mustClaim(t, b, claimReq("expired", 5, time.Minute), dedupe.Claimed)
+		mustClaim(t, b, claimReq("live", 5, time.Minute), dedupe.Claimed)
+		mustClaim(t, b, claimReq("last_try", 1, time.Minute), dedupe.Claimed)
+		b.exec(t, `UPDATE job_runs SET lease_until = now() - interval '1 second' WHERE key IN ('src:dst:expired', 'src:dst:last_try')`)
+
+		swept, err := b.store.SweepExpired(testCtx(t), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]dedupe.UnsettledRun{}
+		for _, r := range swept {
+			got[r.Key] = r
+		}
+		if len(got) != 2 || got["src:dst:expired"].Status != dedupe.StatusFailed || got["src:dst:last_try"].Status != dedupe.StatusDead {
+			t.Fatalf("swept %+v, want expired→failed and last_try→dead", swept)
+		}
+		if r := got["src:dst:expired"]; r.Attempts != 1 || r.Source != "src" || r.ExternalID != "expired" || r.Destination != "dst" || r.Generation != 1 {
+			t.Fatalf("swept run %+v, want attempts 1 and its names for the re-enqueue", r)
+		}
+		if r := b.run(t, "src:dst:live"); r.Status != dedupe.StatusRunning {
+			t.Fatalf("live run %+v was swept", r)
+		}
+		if r := b.run(t, "src:dst:last_try"); r.CompletedAt == nil || r.LastError == nil {
+			t.Fatalf("dead run %+v, want completed with a reason", r)
+		}
+		// The reset run is retried with the same key.
+		c := mustClaim(t, b, claimReq("expired", 5, time.Minute), dedupe.Claimed)
+		if c.Call != 2 || c.Attempts != 1 {
+			t.Fatalf("retry claim %+v, want call 2 with 1 attempt", c)
+		}
+	})
+
+	t.Run("BoundedBatches", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for _, id := range ids("e", 7) {
+			b.recordEvent(t, id)
+			mustClaim(t, b, claimReq(id, 5, time.Minute), dedupe.Claimed)
+		}
+		b.exec(t, `UPDATE job_runs SET lease_until = now() - interval '1 second'`)
+		var sizes []int
+		for {
+			swept, err := b.store.SweepExpired(testCtx(t), 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sizes = append(sizes, len(swept))
+			if len(swept) < 3 {
+				break
+			}
+		}
+		if len(sizes) != 3 || sizes[0] != 3 || sizes[1] != 3 || sizes[2] != 1 {
+			t.Fatalf("batch sizes %v, want [3 3 1]", sizes)
+		}
+	})
+
+	t.Run("ConcurrentSweepersResetEachRunOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for _, id := range ids("e", 30) {
+			b.recordEvent(t, id)
+			mustClaim(t, b, claimReq(id, 5, time.Minute), dedupe.Claimed)
+		}
+		b.exec(t, `UPDATE job_runs SET lease_until = now() - interval '1 second'`)
+		var (
+			wg    sync.WaitGroup
+			mu    sync.Mutex
+			seen  = map[string]int{}
+			start = make(chan struct{})
+		)
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for {
+					swept, err := b.store.SweepExpired(testCtx(t), 4)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					for _, r := range swept {
+						seen[r.Key]++
+					}
+					n := len(seen)
+					mu.Unlock()
+					if n == 30 {
+						return
+					}
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for k, n := range seen {
+			if n != 1 {
+				t.Errorf("%s reset %d times", k, n)
+			}
+		}
+		if n := b.schema.Int(t, `SELECT count(*) FROM job_runs WHERE status = 'failed' AND attempts = 1`); n != 30 {
+			t.Fatalf("%d runs reset with attempts 1, want 30", n)
+		}
+	})
+}
+
+// TestCallLog: a claimed call is logged before it is made, its outcome
+// completes the row, a sweep turns a call whose worker died into one of
+// unknown outcome, and that worker's late answer still lands on its row.
+func TestCallLog(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	b.recordEvent(t, "evt_1")
+	req := claimReq("evt_1", 5, time.Minute)
+	first := mustClaim(t, b, req, dedupe.Claimed)
+	state := func(call int) string {
+		var s string
+		if err := b.schema.Pool.QueryRow(ctx, `SELECT state || '/' || COALESCE(outcome, '') FROM delivery_attempts WHERE key = $1 AND call = $2`,
+			req.Key, call).Scan(&s); err != nil {
+			t.Fatalf("call %d: %v", call, err)
+		}
+		return s
+	}
+	if got := state(first.Call); got != "calling/" {
+		t.Fatalf("call after the claim: %s, want calling", got)
+	}
+	// The worker dies mid-call; the sweep takes the run back.
+	b.exec(t, `UPDATE job_runs SET lease_until = now() - interval '1 second' WHERE key = $1`, req.Key)
+	if swept, err := b.store.SweepExpired(ctx, 10); err != nil || len(swept) != 1 {
+		t.Fatalf("sweep: %v %v", swept, err)
+	}
+	if got := state(first.Call); got != "unknown/" {
+		t.Fatalf("call after the sweep: %s, want unknown", got)
+	}
+	total, calls, err := b.store.UnknownCalls(ctx, 0)
+	if err != nil || total != 1 || len(calls) != 1 || calls[0].Key != req.Key || calls[0].Call != first.Call || calls[0].LaterSuccess {
+		t.Fatalf("unknown calls: %d %+v %v; want the one, with no later success", total, calls, err)
+	}
+	second := mustClaim(t, b, req, dedupe.Claimed)
+	mustFinish(t, b, req.Key, dedupe.Finish{Outcome: dedupe.OutcomeDone, Call: second.Call, Called: true, StatusCode: 200, Result: []byte(`{}`)})
+	if got := state(second.Call); got != "finished/done" {
+		t.Fatalf("second call: %s, want finished/done", got)
+	}
+	if _, calls, _ := b.store.UnknownCalls(ctx, 0); len(calls) != 1 || !calls[0].LaterSuccess {
+		t.Fatalf("unknown calls %+v, want the first, followed by a success", calls)
+	}
+	// The first worker was alive after all and reports late: its outcome
+	// is known now, though the run is no longer its own.
+	_, err = b.store.Finish(ctx, req.Key, dedupe.Finish{Outcome: dedupe.OutcomeRetry, Call: first.Call, Called: true, StatusCode: 502, Error: "HTTP 502"})
+	if !errors.Is(err, dedupe.ErrClaimLost) {
+		t.Fatalf("late finish: %v, want ErrClaimLost", err)
+	}
+	if got := state(first.Call); got != "finished/retry" {
+		t.Fatalf("first call after its late answer: %s, want finished/retry", got)
+	}
+	if total, _, _ := b.store.UnknownCalls(ctx, 0); total != 0 {
+		t.Fatalf("%d unknown calls after the late answer, want 0", total)
+	}
+}
+
+// TestRetryAt: a run waiting for a try has retry_at set (a retry's
+// backoff, a hold's end, a replay's now); a claim, success or final
+// failure clears it.
+func TestRetryAt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	retryIn := func(key string) *float64 {
+		var secs *float64
+		if err := b.schema.Pool.QueryRow(ctx, `SELECT extract(epoch FROM retry_at - now())::float8 FROM job_runs WHERE key = $1`, key).Scan(&secs); err != nil {
+			t.Fatal(err)
+		}
+		return secs
+	}
+	near := func(got *float64, want float64) bool { return got != nil && *got > want-2 && *got <= want+0.5 }
+
+	b.recordEvent(t, "evt_1")
+	req := claimReq("evt_1", 2, time.Minute)
+	c := mustClaim(t, b, req, dedupe.Claimed)
+	if got := retryIn(req.Key); got != nil {
+		t.Fatalf("retry_at while running: %v, want none", *got)
+	}
+	mustFinish(t, b, req.Key, dedupe.Finish{Outcome: dedupe.OutcomeRetry, Call: c.Call, Called: true, StatusCode: 500, Wait: 30 * time.Second})
+	if got := retryIn(req.Key); !near(got, 30) {
+		t.Fatalf("retry_at after a failed attempt: in %v s, want 30", got)
+	}
+	c = mustClaim(t, b, req, dedupe.Claimed)
+	if got := retryIn(req.Key); got != nil {
+		t.Fatalf("retry_at after the retry's claim: %v, want none", *got)
+	}
+	mustFinish(t, b, req.Key, dedupe.Finish{Outcome: dedupe.OutcomeHold, Call: c.Call, Called: true, StatusCode: 429, Wait: 20 * time.Second, Lease: time.Minute})
+	if got := retryIn(req.Key); !near(got, 20) {
+		t.Fatalf("retry_at after a hold: in %v s, want 20", got)
+	}
+	b.exec(t, `UPDATE job_runs SET held_until = now(), retry_at = now() WHERE key = $1`, req.Key)
+	c = mustClaim(t, b, req, dedupe.Claimed)
+	fin := mustFinish(t, b, req.Key, dedupe.Finish{Outcome: dedupe.OutcomeRetry, Call: c.Call, Called: true, StatusCode: 500, Wait: time.Minute})
+	if fin.Status != dedupe.StatusDead || retryIn(req.Key) != nil {
+		t.Fatalf("after the last attempt: %s with retry_at %v, want dead with none", fin.Status, retryIn(req.Key))
+	}
+	if _, ok, err := b.store.ReopenRun(ctx, req.Key, "alice", "test"); err != nil || !ok {
+		t.Fatalf("reopen: %v %v", ok, err)
+	}
+	if got := retryIn(req.Key); !near(got, 0) {
+		t.Fatalf("retry_at after a replay: in %v s, want now", got)
+	}
+}
+
+// TestDueRuns: runs whose try was due more than the slack ago come back
+// earliest first, whatever their status; a walk with a cursor sees each
+// once; runs due later, running or settled do not come back.
+func TestDueRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	b.exec(t, `INSERT INTO job_runs (key, source, external_id, destination, status, max_attempts, retry_at, held_until) VALUES
+        ('src:dst:a', 'src', 'a', 'dst', 'failed', 5, now() - interval '50 seconds', NULL),
+        ('src:dst:b', 'src', 'b', 'dst', 'running', 5, now() - interval '40 seconds', now() - interval '40 seconds'),
+        ('src:dst:c', 'src', 'c', 'dst', 'failed', 5, now() - interval '30 seconds', NULL),
+        ('src:dst:d', 'src', 'd', 'dst', 'failed', 5, now() - interval '1 second', NULL),
+        ('src:dst:e', 'src', 'e', 'dst', 'failed', 5, now() + interval '1 minute', NULL),
+        ('src:dst:f', 'src', 'f', 'dst', 'done', 5, NULL, NULL),
+        ('src:dst:g', 'src', 'g', 'dst', 'running', 5, NULL, NULL)`)
+	var (
+		seen   []string
+		cursor dedupe.RunCursor
+	)
+	for range 5 {
+		runs, next, err := b.store.DueRuns(ctx, cursor, 10*time.Second, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range runs {
+			seen = append(seen, r.ExternalID+"/"+r.Status)
+			if r.Source != "src" || r.Destination != "dst" || r.Generation != 1 || r.Due.IsZero() {
+				t.Errorf("run %+v lacks its names or due time", r)
+			}
+		}
+		if len(runs) < 2 {
+			break
+		}
+		cursor = next
+	}
+	if got := fmt.Sprint(seen); got != "[a/failed b/running c/failed]" {
+		t.Fatalf("due runs %s, want [a/failed b/running c/failed]", got)
+	}
+}
+
+// TestUnsettledEvents: the outbox walk returns events older than the
+// minimum age with the destinations that already have a run, oldest
+// first, and settling takes them out.
+func TestUnsettledEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	for _, id := range []string{"e1", "e2", "e3", "young"} {
+		b.recordEvent(t, id)
+	}
+	b.exec(t, `UPDATE event_outbox SET received_at = now() - interval '1 minute' + (ascii(substr(external_id, 2)) - 48) * interval '1 second'
+        WHERE external_id <> 'young'`)
+	b.insertRun(t, "e2", "a", 1, "done")
+	b.insertRun(t, "e2", "b", 2, "done") // a forced replay's run does not count
+	var (
+		got    []string
+		cursor dedupe.OutboxCursor
+	)
+	for range 5 {
+		evs, next, err := b.store.UnsettledEvents(ctx, cursor, 10*time.Second, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			got = append(got, fmt.Sprintf("%s%v", ev.ExternalID, ev.Claimed))
+		}
+		if len(evs) < 2 {
+			break
+		}
+		cursor = next
+	}
+	if s := fmt.Sprint(got); s != "[e1[] e2[a] e3[]]" {
+		t.Fatalf("unsettled %s, want [e1[] e2[a] e3[]] (oldest first, young left out)", s)
+	}
+	if err := b.store.SettleEvents(ctx, []dedupe.EventRef{{Source: "src", ExternalID: "e2"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.store.PendingCount(ctx); err != nil || n != 3 {
+		t.Fatalf("pending %d %v, want 3 after settling one", n, err)
+	}
+}
+
+// TestRecoveryLock: one pass at a time; a second caller is told at once,
+// and the lock is free again when the first pass ends, or when its
+// connection has been idle longer than the hold.
+func TestRecoveryLock(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	inside := make(chan struct{})
+	release := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- b.store.WithRecoveryLock(ctx, time.Minute, func(context.Context) error {
+			close(inside)
+			<-release
+			return nil
+		})
+	}()
+	<-inside
+	ran := false
+	err := b.store.WithRecoveryLock(ctx, time.Minute, func(context.Context) error { ran = true; return nil })
+	if !errors.Is(err, dedupe.ErrRecoveryBusy) || ran {
+		t.Fatalf("second pass while the first runs: %v (ran %v), want ErrRecoveryBusy", err, ran)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.WithRecoveryLock(ctx, time.Minute, func(context.Context) error { ran = true; return nil }); err != nil || !ran {
+		t.Fatalf("pass after the first ended: %v (ran %v)", err, ran)
+	}
+	// A pass that outlives its hold (its process stuck or cut off) loses
+	// the lock: the server ends its idle transaction.
+	stuck := make(chan struct{})
+	go func() {
+		_ = b.store.WithRecoveryLock(ctx, time.Second, func(context.Context) error { <-stuck; return nil })
+	}()
+	defer close(stuck)
+	pipelinetest.Eventually(t, 10*time.Second, "the lock freed by the server", func() bool {
+		err := b.store.WithRecoveryLock(ctx, time.Minute, func(context.Context) error { return nil })
+		return err == nil
+	})
+}

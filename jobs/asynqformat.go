@@ -1,0 +1,291 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// This file is the only place that knows Asynq's private storage format.
+// webhookd writes Asynq's task records itself for two reasons:
+//
+//   - Asynq's client enqueues one task per Redis round trip, each running
+//     its own script; at thousands of events a second that was the largest
+//     single cost of an acknowledgement after the HTTP exchange
+//     (docs/performance.md). The relay hands tasks off in batches, one
+//     script call each (enqueueBatchScript).
+//   - Recovery makes sure a live task exists for every run Postgres says
+//     is unsettled (ensureScript), whatever state Redis is in: missing
+//     (Redis lost its data), held as active by a worker that died,
+//     scheduled later than its run is due, or archived.
+//
+// The layout is that of asynqVerifiedVersion (internal/rdb and
+// internal/base): a task is the hash asynq:{<queue>}:t:<id> with fields
+// msg (the protobuf TaskMessage), state (pending, active, scheduled, retry,
+// archived, completed, aggregating) and, while pending, pending_since
+// (Unix ns). A pending task's id is in the list asynq:{<queue>}:pending,
+// an active one's in asynq:{<queue>}:active and the zset
+// asynq:{<queue>}:lease (score: lease expiry, Unix s), a scheduled,
+// retrying, archived or completed one's in the zset asynq:{<queue>}:<state>.
+// An existing hash means the id is taken; Asynq's own scripts keep the
+// hash and the lists in step, so a missing hash means the task is nowhere.
+// The braces put every key of a queue in one Redis Cluster slot.
+//
+// TestAsynqVersion fails when the linked Asynq differs from
+// asynqVerifiedVersion, and the differential tests in
+// asynqformat_test.go compare what these scripts leave with what Asynq's
+// client and inspector leave. This file can go once Asynq has a batch
+// enqueue and a "make sure this task id is live" operation of its own.
+
+// asynqVerifiedVersion is the Asynq release whose format this file writes.
+const asynqVerifiedVersion = "v0.26.0"
+
+// asynqQueuesKey is Asynq's registry of queue names (base.AllQueues),
+// which its Inspector, asynqmon and our queue-size metrics list. Asynq's
+// client adds a queue to it once per process, so after Redis lost its
+// data nothing would until every client restarted: both scripts' callers
+// add it on every call.
+const asynqQueuesKey = "asynq:queues"
+
+// asynqQueueKeyPrefix is the prefix of one queue's keys.
+func asynqQueueKeyPrefix(queue string) string { return "asynq:{" + queue + "}:" }
+
+// maxTasksPerScript bounds one script call: Lua's unpack takes a few
+// thousand values, and a short script keeps Redis responsive.
+const maxTasksPerScript = 500
+
+// enqueueBatchScript enqueues many tasks of one queue, as Asynq's
+// enqueueCmd does one: a task whose id is taken is left as it is.
+//
+// KEYS[1] is the queue's pending list, KEYS[1+i] task i's hash. ARGV[1] is
+// the time in Unix ns, ARGV[2i] task i's id and ARGV[2i+1] its encoded
+// message. It returns how many tasks were new (for redis-cli; webhookd
+// does not need it).
+var enqueueBatchScript = redis.NewScript(`
+local ids = {}
+for i = 2, #KEYS do
+  if redis.call("EXISTS", KEYS[i]) == 0 then
+    redis.call("HSET", KEYS[i], "msg", ARGV[2*i-1], "state", "pending", "pending_since", ARGV[1])
+    ids[#ids+1] = ARGV[2*i-2]
+  end
+end
+if #ids > 0 then
+  redis.call("LPUSH", KEYS[1], unpack(ids))
+end
+return #ids
+`)
+
+// ensureScript makes sure each of many tasks of one queue is live, and
+// returns what it found or did for each (a taskAction):
+//
+//   - no hash: the task is gone (Redis lost it, or it finished after the
+//     caller read Postgres): written again as Asynq's client writes it;
+//     "written".
+//   - active: its worker is running it, or died with it. With rescue set
+//     (the caller knows from Postgres that no live worker holds the run)
+//     it is moved back to the head of the pending list as Asynq's
+//     requeueCmd does; "rescued". Else "active". A late Done or Retry
+//     from the dead worker then fails in Asynq's own scripts (the id is no
+//     longer in the active list) and changes nothing.
+//   - scheduled or retry: waiting for its time. Scheduled later than
+//     takeAfter (the run's due time plus slack), it is made pending now,
+//     as Asynq's runTaskCmd does; "hastened". Else "waiting".
+//   - archived or completed: Asynq gave up on it (the handler said the run
+//     was over) but Postgres says the run is due (a replay): made pending
+//     with a fresh message; "revived".
+//   - pending or aggregating: left as it is; "pending".
+//
+// KEYS[1..7] are the queue's pending list, active list, lease zset and
+// retry, scheduled, archived and completed zsets; KEYS[7+i] is task i's
+// hash. ARGV[1] is the time in Unix ns; ARGV[4i-2..4i+1] are task i's id,
+// encoded message, rescue flag ("1" or "0") and takeAfter (Unix s).
+var ensureScript = redis.NewScript(`
+local out = {}
+for i = 1, #KEYS - 7 do
+  local key = KEYS[7+i]
+  local id, msg, rescue, takeAfter = ARGV[4*i-2], ARGV[4*i-1], ARGV[4*i], tonumber(ARGV[4*i+1])
+  local state = redis.call("HGET", key, "state")
+  local action = "pending"
+  if not state then
+    redis.call("HSET", key, "msg", msg, "state", "pending", "pending_since", ARGV[1])
+    redis.call("LPUSH", KEYS[1], id)
+    action = "written"
+  elseif state == "active" then
+    if rescue == "1" then
+      redis.call("LREM", KEYS[2], 0, id)
+      redis.call("ZREM", KEYS[3], id)
+      redis.call("RPUSH", KEYS[1], id)
+      redis.call("HSET", key, "state", "pending", "pending_since", ARGV[1])
+      action = "rescued"
+    else
+      action = "active"
+    end
+  elseif state == "retry" or state == "scheduled" then
+    local zset = KEYS[4]
+    if state == "scheduled" then zset = KEYS[5] end
+    local at = redis.call("ZSCORE", zset, id)
+    if not at or tonumber(at) > takeAfter then
+      redis.call("ZREM", zset, id)
+      redis.call("LPUSH", KEYS[1], id)
+      redis.call("HSET", key, "state", "pending", "pending_since", ARGV[1])
+      action = "hastened"
+    else
+      action = "waiting"
+    end
+  elseif state == "archived" or state == "completed" then
+    local zset = KEYS[6]
+    if state == "completed" then zset = KEYS[7] end
+    redis.call("ZREM", zset, id)
+    redis.call("LPUSH", KEYS[1], id)
+    redis.call("HSET", key, "msg", msg, "state", "pending", "pending_since", ARGV[1])
+    action = "revived"
+  end
+  out[i] = action
+end
+return out
+`)
+
+// taskAction is what ensureScript found or did for one task.
+type taskAction string
+
+const (
+	taskPending  taskAction = "pending"
+	taskWaiting  taskAction = "waiting"
+	taskActive   taskAction = "active"
+	taskWritten  taskAction = "written"
+	taskRescued  taskAction = "rescued"
+	taskHastened taskAction = "hastened"
+	taskRevived  taskAction = "revived"
+)
+
+// taskActions lists every taskAction, for metrics that exist at zero.
+var taskActions = []taskAction{taskPending, taskWaiting, taskActive, taskWritten, taskRescued, taskHastened, taskRevived}
+
+// writeTasks enqueues the tasks whose ids are not taken. A task whose id
+// is taken is left as it is, as Asynq's client does (it answers
+// ErrTaskIDConflict). On error some of the tasks may have been written;
+// writing them again is a no-op.
+func (e *Enqueuer) writeTasks(ctx context.Context, tasks []deliverTask) error {
+	prefix := asynqQueueKeyPrefix(e.queue)
+	for len(tasks) > 0 {
+		chunk := tasks[:min(len(tasks), maxTasksPerScript)]
+		tasks = tasks[len(chunk):]
+		keys := make([]string, 1, len(chunk)+1)
+		keys[0] = prefix + "pending"
+		args := make([]any, 1, 2*len(chunk)+1)
+		args[0] = strconv.FormatInt(time.Now().UnixNano(), 10)
+		for _, t := range chunk {
+			keys = append(keys, prefix+"t:"+t.id)
+			args = append(args, t.id, e.encodeTask(t))
+		}
+		if _, err := e.runScript(ctx, enqueueBatchScript, keys, args); err != nil {
+			return fmt.Errorf("error writing %d tasks to queue %s: %w", len(chunk), e.queue, err)
+		}
+	}
+	return nil
+}
+
+// ensureRequest asks ensureScript to make sure one task is live.
+type ensureRequest struct {
+	task deliverTask
+	// rescue moves an active task back to pending: Postgres says no live
+	// worker holds its run.
+	rescue bool
+	// takeAfter makes a task scheduled later than this pending now.
+	takeAfter time.Time
+}
+
+// ensureTasks makes sure each task is live (ensureScript) and returns
+// what it found or did for each, in order. On error the tasks of the
+// failed script call and after it are unchecked.
+func (e *Enqueuer) ensureTasks(ctx context.Context, reqs []ensureRequest) ([]taskAction, error) {
+	prefix := asynqQueueKeyPrefix(e.queue)
+	out := make([]taskAction, 0, len(reqs))
+	for len(reqs) > 0 {
+		chunk := reqs[:min(len(reqs), maxTasksPerScript)]
+		reqs = reqs[len(chunk):]
+		keys := make([]string, 7, len(chunk)+7)
+		for i, name := range []string{"pending", "active", "lease", "retry", "scheduled", "archived", "completed"} {
+			keys[i] = prefix + name
+		}
+		args := make([]any, 1, 4*len(chunk)+1)
+		args[0] = strconv.FormatInt(time.Now().UnixNano(), 10)
+		for _, r := range chunk {
+			keys = append(keys, prefix+"t:"+r.task.id)
+			rescue := "0"
+			if r.rescue {
+				rescue = "1"
+			}
+			args = append(args, r.task.id, e.encodeTask(r.task), rescue, strconv.FormatInt(r.takeAfter.Unix(), 10))
+		}
+		res, err := e.runScript(ctx, ensureScript, keys, args)
+		if err != nil {
+			return out, fmt.Errorf("error checking %d tasks in queue %s: %w", len(chunk), e.queue, err)
+		}
+		actions, err := res.StringSlice()
+		if err != nil || len(actions) != len(chunk) {
+			return out, fmt.Errorf("error checking tasks in queue %s: unexpected answer %v", e.queue, res.Val())
+		}
+		for _, a := range actions {
+			out = append(out, taskAction(a))
+		}
+	}
+	return out, nil
+}
+
+// runScript runs script once, with the queue registered in the same round
+// trip (Asynq's client registers a queue before its first enqueue; doing
+// it every time registers it again after Redis lost its data), falling
+// back to sending the script's body when Redis does not have it cached.
+func (e *Enqueuer) runScript(ctx context.Context, script *redis.Script, keys []string, args []any) (*redis.Cmd, error) {
+	var run *redis.Cmd
+	_, err := e.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.SAdd(ctx, asynqQueuesKey, e.queue)
+		run = script.EvalSha(ctx, p, keys, args...)
+		return nil
+	})
+	if err != nil && redis.HasErrorPrefix(run.Err(), "NOSCRIPT") {
+		run = script.Run(ctx, e.rdb, keys, args...)
+		err = run.Err()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return run, nil
+}
+
+// encodeTask encodes t's Asynq TaskMessage for this queue.
+func (e *Enqueuer) encodeTask(t deliverTask) []byte {
+	return encodeTaskMessage(TypeDeliver, t.payload, t.id, e.queue, maxTaskRetry, t.timeout)
+}
+
+// encodeTaskMessage encodes Asynq's TaskMessage (internal/proto/asynq.proto)
+// for a task enqueued now: type, payload, id, queue, retry limit and
+// timeout in seconds; no deadline, uniqueness, group or retention, and the
+// counters a new task has at zero, which protobuf leaves out.
+func encodeTaskMessage(typ string, payload []byte, id, queue string, retry int, timeout time.Duration) []byte {
+	b := make([]byte, 0, 32+len(typ)+len(payload)+len(id)+len(queue))
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendString(b, typ)
+	if len(payload) > 0 {
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendBytes(b, payload)
+	}
+	b = protowire.AppendTag(b, 3, protowire.BytesType)
+	b = protowire.AppendString(b, id)
+	b = protowire.AppendTag(b, 4, protowire.BytesType)
+	b = protowire.AppendString(b, queue)
+	if retry != 0 {
+		b = protowire.AppendTag(b, 5, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(int64(int32(retry))))
+	}
+	if secs := int64(timeout.Seconds()); secs != 0 {
+		b = protowire.AppendTag(b, 8, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(secs))
+	}
+	return b
+}

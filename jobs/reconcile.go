@@ -1,0 +1,391 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/webhookd/webhookd/dedupe"
+)
+
+// reconcileStore is what the reconciler needs from dedupe.Store.
+type reconcileStore interface {
+	WithRecoveryLock(ctx context.Context, hold time.Duration, pass func(context.Context) error) error
+	SweepExpired(ctx context.Context, limit int) ([]dedupe.UnsettledRun, error)
+	DueRuns(ctx context.Context, after dedupe.RunCursor, slack time.Duration, limit int) ([]dedupe.UnsettledRun, dedupe.RunCursor, error)
+	UnsettledEvents(ctx context.Context, after dedupe.OutboxCursor, minAge time.Duration, limit int) ([]dedupe.UnsettledEvent, dedupe.OutboxCursor, error)
+	SettleEvents(ctx context.Context, refs []dedupe.EventRef) error
+	PendingCount(ctx context.Context) (int64, error)
+}
+
+// ReconcilerConfig configures the Reconciler.
+type ReconcilerConfig struct {
+	// Interval is the time between passes. Defaults to 2s; keep it at
+	// most Lease/2, so a run whose worker died is taken back within
+	// Lease + Lease/2.
+	Interval time.Duration
+	// Lease is the runs' lease (HandlerConfig.Lease). A task held as
+	// active while Postgres says its run was due and unclaimed for
+	// Orphaned is presumed held by a dead worker. Defaults to 2m.
+	Lease time.Duration
+	// Orphaned is how long a due, unclaimed run's task may stay active
+	// before it is put back on the queue: a live worker claims a task
+	// within milliseconds of taking it. Defaults to Lease/2, at most 10s.
+	Orphaned time.Duration
+	// MinAge leaves events recorded more recently than this to the relay's
+	// fast path. Defaults to 2s.
+	MinAge time.Duration
+	// Slack is how long past its due time a try may go unclaimed before
+	// its task is checked: a healthy queue claims it within a second.
+	// Defaults to 2s.
+	Slack time.Duration
+	// BatchSize caps the rows one statement reads and the tasks one
+	// script checks. Defaults to 500.
+	BatchSize int
+	// Budget bounds the work of one pass: a longer list of unsettled runs
+	// or events is walked over several passes, each resuming where the
+	// last stopped. Defaults to Interval.
+	Budget time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Metrics, when set, counts passes, sweeper resets and task actions,
+	// and exports the outbox backlog.
+	Metrics *Metrics
+	// Now returns the current time. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// WithDefaults returns a copy of c with zero fields set to their defaults.
+func (c ReconcilerConfig) WithDefaults() ReconcilerConfig {
+	if c.Interval <= 0 {
+		c.Interval = 2 * time.Second
+	}
+	if c.Lease <= 0 {
+		c.Lease = 2 * time.Minute
+	}
+	if c.Orphaned <= 0 {
+		c.Orphaned = min(c.Lease/2, 10*time.Second)
+	}
+	if c.MinAge <= 0 {
+		c.MinAge = 2 * time.Second
+	}
+	if c.Slack <= 0 {
+		c.Slack = 2 * time.Second
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 500
+	}
+	if c.Budget <= 0 {
+		c.Budget = c.Interval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Reconciler is the one place that recovers lost work, driven by what
+// Postgres records and nothing kept only in Redis. Each pass (one process
+// at a time, under an advisory lock) it
+//
+//  1. takes back runs whose lease passed (their worker died or outlived
+//     it): failed with attempts + 1, or dead (dedupe's sweep);
+//  2. makes sure every run whose next try is due (a retry, the end of a
+//     hold, a replay, a swept run) still has a live task;
+//  3. makes sure every event in the outbox has a live task for each
+//     destination without a run, and takes the events whose destinations
+//     all have runs out of the outbox.
+//
+// "A live task" is decided by ensureScript from what Redis holds: a
+// missing task is written again, one held as active by a worker Postgres
+// says is gone is put back on the queue, one scheduled later than its run
+// is due is made pending. The claim in job_runs keeps any extra copy from
+// calling the destination twice. Every step is safe to stop anywhere: a
+// process killed mid-pass leaves nothing the next pass (on any process)
+// does not find again.
+type Reconciler struct {
+	store    reconcileStore
+	enqueuer *Enqueuer
+	cfg      ReconcilerConfig
+
+	// Where the walks through due runs and the outbox resume.
+	dueCursor    dedupe.RunCursor
+	outboxCursor dedupe.OutboxCursor
+}
+
+// NewReconciler returns a Reconciler that writes tasks through enqueuer;
+// call Run to start it.
+func NewReconciler(store reconcileStore, enqueuer *Enqueuer, cfg ReconcilerConfig) *Reconciler {
+	cfg = cfg.WithDefaults()
+	cfg.Metrics.registerTaskActions()
+	return &Reconciler{store: store, enqueuer: enqueuer, cfg: cfg}
+}
+
+// Run runs a pass every Interval until ctx ends.
+func (r *Reconciler) Run(ctx context.Context) {
+	ticker := time.NewTicker(r.cfg.Interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil {
+			r.cfg.Logger.WarnContext(ctx, "recovery pass failed; the next pass tries again", slog.String("error", err.Error()))
+		}
+		if n, err := r.store.PendingCount(ctx); err == nil {
+			r.cfg.Metrics.backlog(n)
+		}
+	}
+}
+
+// PassReport counts what one pass did.
+type PassReport struct {
+	// Ran is false when another process was running a pass.
+	Ran bool
+	// Swept counts runs whose lease had passed.
+	Swept int
+	// Checked counts tasks checked in Redis.
+	Checked int
+	// Actions counts, per action, the tasks that were written, rescued,
+	// hastened or revived.
+	Actions map[string]int
+	// Settled counts events taken out of the outbox.
+	Settled int
+}
+
+// Pass runs one pass. It returns an error when Postgres or Redis failed
+// mid-pass; what it did before stays done.
+func (r *Reconciler) Pass(ctx context.Context) (PassReport, error) {
+	rep := PassReport{Actions: map[string]int{}}
+	hold := 2*r.cfg.Budget + 30*time.Second
+	err := r.store.WithRecoveryLock(ctx, hold, func(ctx context.Context) error {
+		rep.Ran = true
+		deadline := r.cfg.Now().Add(r.cfg.Budget)
+		if err := r.sweep(ctx, &rep); err != nil {
+			return err
+		}
+		if err := r.dueRuns(ctx, &rep, deadline); err != nil {
+			return err
+		}
+		return r.outbox(ctx, &rep, deadline)
+	})
+	switch {
+	case errors.Is(err, dedupe.ErrRecoveryBusy):
+		r.cfg.Metrics.recoveryPass("skipped")
+		return rep, nil
+	case err != nil:
+		r.cfg.Metrics.recoveryPass("error")
+		return rep, err
+	}
+	r.cfg.Metrics.recoveryPass("success")
+	if rep.Swept > 0 || rep.Settled > 0 || len(rep.Actions) > 0 {
+		r.cfg.Logger.DebugContext(ctx, "recovery pass", slog.Int("swept", rep.Swept), slog.Int("checked", rep.Checked),
+			slog.Any("actions", rep.Actions), slog.Int("settled", rep.Settled))
+	}
+	return rep, nil
+}
+
+// sweep takes back every run whose lease passed and makes sure the
+// failed ones have a live task: their worker is gone, so a task it still
+// holds as active is put back on the queue now.
+func (r *Reconciler) sweep(ctx context.Context, rep *PassReport) error {
+	for {
+		swept, err := r.store.SweepExpired(ctx, r.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		rep.Swept += len(swept)
+		var retry []pendingTask
+		for _, run := range swept {
+			r.cfg.Metrics.swept(run.Status)
+			log := runLogger(r.cfg.Logger, run)
+			if run.Status == dedupe.StatusDead {
+				log.ErrorContext(ctx, "run's lease passed and attempts are exhausted; run is dead")
+				continue
+			}
+			log.WarnContext(ctx, "run's lease passed: its worker stopped without finishing; retrying with the same key")
+			retry = append(retry, r.runTask(run, true, r.cfg.Now()))
+		}
+		if err := r.ensure(ctx, rep, retry, "lease passed"); err != nil {
+			return err
+		}
+		if len(swept) < r.cfg.BatchSize {
+			return nil
+		}
+	}
+}
+
+// dueRuns makes sure every run whose next try is due has a live task,
+// walking from where the last pass stopped until the list ends (then the
+// next pass starts over) or the pass's budget is spent.
+func (r *Reconciler) dueRuns(ctx context.Context, rep *PassReport, deadline time.Time) error {
+	for {
+		runs, next, err := r.store.DueRuns(ctx, r.dueCursor, r.cfg.Slack, r.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		orphanedBefore := r.cfg.Now().Add(-r.cfg.Orphaned)
+		tasks := make([]pendingTask, 0, len(runs))
+		for _, run := range runs {
+			tasks = append(tasks, r.runTask(run, run.Due.Before(orphanedBefore), run.Due.Add(r.cfg.Slack)))
+		}
+		if err := r.ensure(ctx, rep, tasks, "retry due"); err != nil {
+			return err
+		}
+		if len(runs) < r.cfg.BatchSize {
+			r.dueCursor = dedupe.RunCursor{} // the end: the next pass starts over
+			return nil
+		}
+		r.dueCursor = next
+		if r.cfg.Now().After(deadline) {
+			return nil
+		}
+	}
+}
+
+// outbox makes sure every event in the outbox has a live task for each
+// destination without a run, and settles the events whose destinations
+// all have runs, walking as dueRuns does.
+func (r *Reconciler) outbox(ctx context.Context, rep *PassReport, deadline time.Time) error {
+	unrouted := 0
+	defer func() {
+		if unrouted > 0 {
+			r.cfg.Logger.WarnContext(ctx, "events of sources that are not configured stay in the outbox", slog.Int("events", unrouted))
+		}
+	}()
+	for {
+		events, next, err := r.store.UnsettledEvents(ctx, r.outboxCursor, r.cfg.MinAge, r.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		orphanedBefore := r.cfg.Now().Add(-r.cfg.Orphaned)
+		var (
+			settled []dedupe.EventRef
+			tasks   []pendingTask
+		)
+		for _, ev := range events {
+			dests, ok := r.enqueuer.routes[ev.Source]
+			if !ok {
+				unrouted++
+				continue
+			}
+			missing := 0
+			for name := range dests {
+				if slices.Contains(ev.Claimed, name) {
+					continue
+				}
+				missing++
+				tasks = append(tasks, pendingTask{
+					payload:   DeliverPayload{Source: ev.Source, EventID: ev.ExternalID, Destination: name},
+					rescue:    ev.ReceivedAt.Before(orphanedBefore),
+					takeAfter: r.cfg.Now().Add(r.cfg.Slack),
+				})
+			}
+			if missing == 0 {
+				settled = append(settled, ev.EventRef)
+			}
+		}
+		if err := r.ensure(ctx, rep, tasks, "event not claimed"); err != nil {
+			return err
+		}
+		if err := r.store.SettleEvents(ctx, settled); err != nil {
+			return err
+		}
+		rep.Settled += len(settled)
+		if len(events) < r.cfg.BatchSize {
+			r.outboxCursor = dedupe.OutboxCursor{} // the end: the next pass starts over
+			return nil
+		}
+		r.outboxCursor = next
+		if r.cfg.Now().After(deadline) {
+			return nil
+		}
+	}
+}
+
+// pendingTask is a task recovery makes sure is live: rescue when no
+// live worker can hold it, and made pending now when scheduled after
+// takeAfter. attempts is for its log line.
+type pendingTask struct {
+	payload   DeliverPayload
+	attempts  int
+	rescue    bool
+	takeAfter time.Time
+}
+
+// runTask is the task of run.
+func (r *Reconciler) runTask(run dedupe.UnsettledRun, rescue bool, takeAfter time.Time) pendingTask {
+	return pendingTask{
+		payload:  DeliverPayload{Source: run.Source, EventID: run.ExternalID, Destination: run.Destination, Generation: run.Generation},
+		attempts: run.Attempts, rescue: rescue, takeAfter: takeAfter,
+	}
+}
+
+// ensure makes sure each task is live and logs one line per task whose
+// state it had to change. Tasks whose destination is not configured (a
+// configuration that dropped it, or a process whose configuration lags
+// another's) are left alone.
+func (r *Reconciler) ensure(ctx context.Context, rep *PassReport, tasks []pendingTask, why string) error {
+	reqs := make([]ensureRequest, 0, len(tasks))
+	kept := make([]pendingTask, 0, len(tasks))
+	for _, t := range tasks {
+		dest, ok := r.enqueuer.routes[t.payload.Source][t.payload.Destination]
+		if !ok {
+			r.cfg.Metrics.taskAction("unrouted")
+			continue
+		}
+		task, err := newDeliverTask(t.payload, dest)
+		if err != nil {
+			return err
+		}
+		reqs = append(reqs, ensureRequest{task: task, rescue: t.rescue, takeAfter: t.takeAfter})
+		kept = append(kept, t)
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	actions, err := r.enqueuer.ensureTasks(ctx, reqs)
+	rep.Checked += len(actions)
+	for i, a := range actions {
+		r.cfg.Metrics.taskAction(string(a))
+		msg, level := taskActionMessage(a)
+		if msg == "" {
+			continue
+		}
+		rep.Actions[string(a)]++
+		t := kept[i]
+		r.cfg.Logger.Log(ctx, level, msg,
+			slog.String("source", t.payload.Source), slog.String("event_id", t.payload.EventID),
+			slog.String("key", t.payload.Key()), slog.String("destination", t.payload.Destination),
+			slog.Int("attempts", t.attempts), slog.String("why", why))
+	}
+	return err
+}
+
+// taskActionMessage is the log line of a task recovery changed, or ""
+// for one it left as it was.
+func taskActionMessage(a taskAction) (string, slog.Level) {
+	switch a {
+	case taskWritten:
+		return "task missing from the queue (Redis lost it); written again", slog.LevelWarn
+	case taskRescued:
+		return "task held by a worker that is gone; put back on the queue", slog.LevelWarn
+	case taskHastened:
+		return "task scheduled later than its run is due; made pending now", slog.LevelInfo
+	case taskRevived:
+		return "archived task made pending again for its run's due try", slog.LevelInfo
+	}
+	return "", slog.LevelDebug
+}
+
+func runLogger(log *slog.Logger, run dedupe.UnsettledRun) *slog.Logger {
+	return log.With(slog.String("source", run.Source), slog.String("event_id", run.ExternalID),
+		slog.String("key", run.Key), slog.String("destination", run.Destination), slog.Int("attempts", run.Attempts))
+}

@@ -1,0 +1,119 @@
+package jobs
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/webhookd/webhookd/dedupe"
+)
+
+// transition is an outcome and the run status it led to (finishSQL in
+// dedupe decides the status: a retry is dead once attempts run out).
+type transition struct {
+	outcome dedupe.Outcome
+	status  string
+}
+
+// next says what Asynq is told after a settled call.
+type next int
+
+const (
+	// nextNone: the key is settled; Asynq drops the task.
+	nextNone next = iota
+	// nextRetry: run the task again after the wait, a failed attempt.
+	nextRetry
+	// nextHold: run the task again after the wait, not a failed attempt.
+	nextHold
+	// nextStop: archive the task (asynq.SkipRetry); only a replay reopens
+	// the run.
+	nextStop
+)
+
+// settlement is what a transition does besides what finishSQL stores:
+// what Asynq is told, the log line, and the outcome metric's label.
+type settlement struct {
+	next    next
+	level   slog.Level
+	message string
+	metric  string
+}
+
+// settlements is the one table of what each outcome does (SPEC's
+// outcome table, in the package doc). A transition not in it cannot
+// happen: finishSQL maps each outcome to the statuses listed.
+var settlements = map[transition]settlement{
+	{dedupe.OutcomeDone, dedupe.StatusDone}:          {nextNone, slog.LevelInfo, "delivered", dedupe.StatusDone},
+	{dedupe.OutcomeRetry, dedupe.StatusFailed}:       {nextRetry, slog.LevelWarn, "attempt failed; retrying with the same key", "retry"},
+	{dedupe.OutcomeRetry, dedupe.StatusDead}:         {nextStop, slog.LevelError, "attempts exhausted; run is dead", dedupe.StatusDead},
+	{dedupe.OutcomePermanent, dedupe.StatusFailed}:   {nextStop, slog.LevelWarn, "destination refused the event; failed permanently", dedupe.StatusFailed},
+	{dedupe.OutcomeHold, dedupe.StatusRunning}:       {nextHold, slog.LevelInfo, "holding the key; retrying later, not a failed attempt", "held"},
+	{dedupe.OutcomeStale, dedupe.StatusSkippedStale}: {nextNone, slog.LevelInfo, "skipped as stale; the destination was not called", dedupe.StatusSkippedStale},
+}
+
+// settle stores how the claimed call ended (dedupe.Store.Finish, which
+// also completes the call's delivery_attempts row), logs the decision
+// once, counts it, and returns what Asynq is told.
+func (h *Handler) settle(ctx context.Context, log *slog.Logger, p DeliverPayload, claim dedupe.Claim, res callResult) error {
+	switch res.outcome {
+	case dedupe.OutcomeRetry:
+		res.wait = h.cfg.Backoff.Delay(claim.Attempts + 1)
+	case dedupe.OutcomeHold:
+		if res.wait <= 0 {
+			res.wait = h.cfg.DefaultHold
+		}
+	}
+	if res.called {
+		log = log.With(slog.Int("status_code", res.statusCode), durationMS("duration_ms", res.duration))
+	}
+	if res.err != "" {
+		log = log.With(slog.String("error", res.err))
+	}
+	fin, err := h.store.Finish(ctx, p.Key(), dedupe.Finish{
+		Outcome: res.outcome, Call: claim.Call, Called: res.called,
+		StatusCode: res.statusCode, Result: res.result, Error: res.err, Duration: res.duration,
+		Wait: res.wait, Lease: h.cfg.Lease,
+	})
+	if errors.Is(err, dedupe.ErrClaimLost) {
+		// The lease passed and the run was handed on: its new holder
+		// decides. The call itself is logged with its outcome.
+		log.WarnContext(ctx, "the run was handed on meanwhile; outcome logged, not stored on the run",
+			slog.String("outcome", string(res.outcome)))
+		h.cfg.Metrics.outcome(p.Destination, "claim_lost")
+		return nil
+	}
+	if err != nil {
+		// Not stored: the run stays running until its lease passes, and
+		// the retry carries the same key.
+		log.ErrorContext(ctx, "could not store the outcome; the run is retried once its lease passes",
+			slog.String("outcome", string(res.outcome)), slog.String("store_error", err.Error()))
+		return &RetryError{Delay: h.cfg.Lease, Hold: true, Reason: "storing the outcome failed"}
+	}
+	s, ok := settlements[transition{res.outcome, fin.Status}]
+	if !ok {
+		return fmt.Errorf("outcome %s left the run %s, which no settlement covers: %w", res.outcome, fin.Status, asynq.SkipRetry)
+	}
+	metric, message := s.metric, s.message
+	if res.label != "" {
+		metric, message = res.label, message+": "+res.err
+	}
+	attrs := []slog.Attr{slog.Int("attempts", fin.Attempts)}
+	if s.next == nextRetry || s.next == nextHold {
+		attrs = append(attrs, durationMS("retry_in_ms", res.wait))
+	}
+	log.LogAttrs(ctx, s.level, message, attrs...)
+	h.cfg.Metrics.outcome(p.Destination, metric)
+	switch s.next {
+	case nextRetry:
+		return &RetryError{Delay: res.wait, Reason: res.err}
+	case nextHold:
+		return &RetryError{Delay: res.wait, Hold: true, Reason: res.err}
+	case nextStop:
+		return fmt.Errorf("%s: %w", cmp.Or(res.err, fin.Status), asynq.SkipRetry)
+	}
+	return nil
+}
