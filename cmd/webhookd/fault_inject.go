@@ -16,6 +16,12 @@ import (
 //	exit-after-commit  exit with status 3 right after an event's row has
 //	                   committed, before the gateway answers or hands the
 //	                   event to the queue
+//	exit-before-claim  a worker exits with status 3 when it takes its
+//	                   first task, before claiming the key (the task is
+//	                   left active in Redis for a worker that is gone)
+//	exit-after-call    a worker exits with status 3 when its first
+//	                   destination call has succeeded, before storing the
+//	                   outcome (the call is logged, its outcome unknown)
 const faultEnv = "WEBHOOKD_FAULT"
 
 // faultExitCode is the status a process stopped by an injected fault
@@ -46,4 +52,38 @@ func (f exitAfterCommit) Record(ctx context.Context, ev dedupe.Event) (dedupe.Re
 		os.Exit(faultExitCode)
 	}
 	return r, err
+}
+
+// withRunFaults wraps runs with the worker fault named by WEBHOOKD_FAULT,
+// if any.
+func withRunFaults(runs runStore, log *slog.Logger) runStore {
+	switch fault := os.Getenv(faultEnv); fault {
+	case "exit-before-claim", "exit-after-call":
+		log.Warn("FAULT INJECTION: the worker exits at its first task", slog.String("fault", fault))
+		return runFault{runStore: runs, fault: fault, log: log}
+	}
+	return runs
+}
+
+// runFault kills the worker process at the point its fault names.
+type runFault struct {
+	runStore
+	fault string
+	log   *slog.Logger
+}
+
+func (f runFault) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Claim, error) {
+	if f.fault == "exit-before-claim" {
+		f.log.WarnContext(ctx, "FAULT INJECTION: task taken; exiting before the claim", slog.String("key", req.Key))
+		os.Exit(faultExitCode)
+	}
+	return f.runStore.Claim(ctx, req)
+}
+
+func (f runFault) Finish(ctx context.Context, key string, fin dedupe.Finish) (dedupe.Finished, error) {
+	if f.fault == "exit-after-call" && fin.Called && fin.Outcome == dedupe.OutcomeDone {
+		f.log.WarnContext(ctx, "FAULT INJECTION: the destination answered 2xx; exiting before storing it", slog.String("key", key))
+		os.Exit(faultExitCode)
+	}
+	return f.runStore.Finish(ctx, key, fin)
 }

@@ -156,7 +156,7 @@ func run(ctx context.Context, cfg *config, r roles, log *slog.Logger, ready func
 		// One claim and one outcome statement in flight, each carrying
 		// up to 128 runs: measured cheapest (docs/performance.md).
 		runs = dedupe.NewRunBatcher(store, dedupe.BatcherConfig{MaxBatch: 128, MaxInFlight: 1})
-		handler := jobs.NewHandler(runs, jobs.HandlerConfig{
+		handler := jobs.NewHandler(withRunFaults(runs, log), jobs.HandlerConfig{
 			Routes:      routes,
 			Lease:       cfg.Lease.std(),
 			Backoff:     jobs.Backoff{Base: cfg.Worker.RetryBase.std(), Max: cfg.Worker.RetryMax.std()},
