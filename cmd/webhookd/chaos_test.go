@@ -410,4 +410,3 @@ func (s *chaosSenders) acknowledged() []string {
 	defer s.mu.Unlock()
 	return slices.Clone(s.acked)
 }
-
