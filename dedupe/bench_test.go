@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -185,4 +186,81 @@ func recordBenchEvents(b *testing.B, schema *pgtest.Schema, prefix string) strin
 		}
 	}
 	return prefix
+}
+
+// BenchmarkRecoveryQueries measures what one recovery pass asks of
+// Postgres on a large table: the sweep, the walk of due runs and the walk
+// of the outbox, when nothing is unsettled ("idle", every pass on every
+// process) and per batch of 500 when 10,000 runs are due and 10,000
+// events wait in the outbox ("backlog"). WEBHOOKD_BENCH_ROWS settled
+// events and runs (default 1,000,000) are loaded first, with the
+// outbox's churn left for vacuum, as a busy system leaves them.
+func BenchmarkRecoveryQueries(b *testing.B) {
+	rows := 1_000_000
+	if s := os.Getenv("WEBHOOKD_BENCH_ROWS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rows = n
+	}
+	schema := pgtest.New(b)
+	store := dedupe.New(schema.Pool)
+	ctx := context.Background()
+	exec := func(sql string, args ...any) {
+		b.Helper()
+		if _, err := schema.Pool.Exec(ctx, sql, args...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	exec(`INSERT INTO events (source, external_id, payload) SELECT 'src', 'old_' || g, $2 FROM generate_series(1, $1::int) g`, rows, benchPayload)
+	exec(`INSERT INTO job_runs (key, source, external_id, destination, status, calls, attempts, max_attempts, completed_at, result)
+        SELECT 'src:dst:old_' || g, 'src', 'old_' || g, 'dst', 'done', 1, 0, 5, now(), '{"status_code":200}' FROM generate_series(1, $1::int) g`, rows)
+	exec(`DELETE FROM event_outbox`)
+	exec(`VACUUM ANALYZE events, job_runs, event_outbox`)
+
+	pass := func(b *testing.B, batch int) {
+		b.Helper()
+		if _, err := store.SweepExpired(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+		var runCursor dedupe.RunCursor
+		for {
+			runs, next, err := store.DueRuns(ctx, runCursor, 2*time.Second, batch)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(runs) < batch {
+				break
+			}
+			runCursor = next
+		}
+		var outboxCursor dedupe.OutboxCursor
+		for {
+			evs, next, err := store.UnsettledEvents(ctx, outboxCursor, 2*time.Second, batch)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(evs) < batch {
+				break
+			}
+			outboxCursor = next
+		}
+	}
+	b.Run("idle", func(b *testing.B) {
+		for b.Loop() {
+			pass(b, 500)
+		}
+	})
+	b.Run("backlog", func(b *testing.B) {
+		exec(`UPDATE job_runs SET status = 'failed', retry_at = now() - interval '1 minute' WHERE external_id IN (
+            SELECT 'old_' || g FROM generate_series(1, 10000) g)`)
+		exec(`INSERT INTO event_outbox (source, external_id, received_at)
+            SELECT 'src', 'old_' || g, now() - interval '1 minute' FROM generate_series(10001, 20000) g`)
+		exec(`ANALYZE job_runs, event_outbox`)
+		for b.Loop() {
+			pass(b, 500)
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/40, "µs/batch")
+	})
 }

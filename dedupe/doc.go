@@ -9,8 +9,9 @@
 // increments the row's delivery count. [Batcher] groups concurrent callers
 // into such statements (group commit) and answers each caller once its
 // statement has committed. The same statement puts each new event in the
-// relay's outbox (table event_outbox), where it stays until its jobs are
-// handed to the queue; [Store.RelayPending] is the relay's outbox scan.
+// relay's outbox (table event_outbox, outbox.go), where it stays until
+// every destination of the event has a run: while it is there, Postgres
+// is what vouches for the event's tasks, whatever Redis kept.
 //
 // # Job runs
 //
@@ -24,23 +25,40 @@
 //	                         ▼  │ claim
 //	                        failed ──── attempts reach max_attempts ──► dead
 //	                         ▲
-//	    sweeper: lease passed│(attempts + 1)
+//	      sweep: lease passed│(attempts + 1)
 //	                       running
 //
 //	running ── older version than one already forwarded ──► skipped_stale
 //
 // [Store.Claim] is one atomic statement: it creates the row as running, or
 // takes a failed (retryable) row, or a row whose destination hold has
-// passed, back to running. Any other existing row is reported as it is: done
-// with its stored result, running elsewhere (retry later), or finished.
-// [Store.Finish] is conditional on the call number the claim returned, so a
-// worker that outlived its lease cannot overwrite the run the sweeper handed
-// to another worker. A hold (429, or 503 with Retry-After) keeps the run
-// running with held_until set and does not count as an attempt.
+// passed, back to running, and logs the call about to be made in
+// delivery_attempts as 'calling'. Any other existing row is reported as it
+// is: done with its stored result, running elsewhere (retry later), or
+// finished. [Store.Finish] is conditional on the call number the claim
+// returned, so a worker that outlived its lease cannot overwrite the run
+// the sweep handed to another worker; it completes the call's row either
+// way. What each outcome (done, retry, permanent, hold, stale) does to
+// the run is written once, in finishSQL. A hold (429, or 503 with
+// Retry-After) keeps the run running with held_until set and does not
+// count as an attempt.
 //
-// [Store.SweepExpired] turns running rows whose lease has passed into
-// failed with attempts + 1 (dead once attempts reach max_attempts), in
-// bounded batches, under an advisory lock so one replica sweeps at a time.
+// retry_at is set while a run waits for a try (a retryable failure, a
+// hold, a replay) and cleared by the claim that takes it.
+//
+// # Recovery
+//
+// Recovery is driven by what this package records (recovery.go): a run
+// that is running may have lost its worker ([Store.SweepExpired] turns it
+// into failed with attempts + 1, or dead, once its lease passes, and marks
+// its call 'unknown': the destination may have acted on it); a run whose
+// retry_at has passed should have been claimed ([Store.DueRuns]); an event
+// in the outbox has destinations no worker claimed yet
+// ([Store.UnsettledEvents]; [Store.SettleEvents] takes it out once every
+// destination has a run). The reconciler in package jobs reads these, one
+// process at a time ([Store.WithRecoveryLock]), and makes sure each has a
+// live task in Redis. Every step is a single statement, so a process may
+// die between any two.
 //
 // # Ordering, retention, the duplicate check
 //
@@ -51,5 +69,7 @@
 // [Store.RunRetention] deletes old rows in bounded batches under a session
 // advisory lock and records each run in maintenance_runs
 // ([Store.LastMaintenance]); [Store.DuplicateKeys] lists keys with more
-// than one successful call in delivery_attempts.
+// than one successful call in delivery_attempts, and [Store.UnknownCalls]
+// the calls of unknown outcome: possible duplicates that no stored
+// outcome shows.
 package dedupe

@@ -39,7 +39,7 @@ func newDeliverTask(p DeliverPayload, dest Destination) (deliverTask, error) {
 // Enqueuer puts deliver tasks on the queue, one per (event, destination),
 // with the job key as the Asynq task id.
 type Enqueuer struct {
-	client *asynq.Client // one task per round trip: replays, the sweeper
+	client *asynq.Client // one task per round trip (Enqueue)
 	rdb    redis.UniversalClient
 	queue  string
 	routes Routes

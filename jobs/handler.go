@@ -38,7 +38,7 @@ func (r Routes) DestinationCounts() map[string]int {
 type HandlerConfig struct {
 	// Routes says where each source's events go.
 	Routes Routes
-	// Lease is how long a claimed run may stay running before the sweeper
+	// Lease is how long a claimed run may stay running before recovery
 	// presumes its worker dead. Defaults to 2m.
 	Lease time.Duration
 	// Backoff spaces retries of failed attempts.

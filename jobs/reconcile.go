@@ -45,8 +45,10 @@ type ReconcilerConfig struct {
 	// script checks. Defaults to 500.
 	BatchSize int
 	// Budget bounds the work of one pass: a longer list of unsettled runs
-	// or events is walked over several passes, each resuming where the
-	// last stopped. Defaults to Interval.
+	// or events (a deep backlog) is walked over several passes, each
+	// resuming where the last stopped, so recovery never takes more than
+	// a share of Postgres and Redis from the work itself. Defaults to
+	// Interval/4.
 	Budget time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -78,7 +80,7 @@ func (c ReconcilerConfig) WithDefaults() ReconcilerConfig {
 		c.BatchSize = 500
 	}
 	if c.Budget <= 0 {
-		c.Budget = c.Interval
+		c.Budget = c.Interval / 4
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

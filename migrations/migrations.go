@@ -36,6 +36,14 @@ func Up(ctx context.Context, databaseURL string) (uint, error) {
 	return run(ctx, databaseURL, func(m *migrate.Migrate) error { return m.Up() })
 }
 
+// UpTo applies pending migrations up to and including version, for tests
+// of a migration's data move (apply up to the one before it, write rows
+// as the older schema would, then apply it). It returns the version
+// reached.
+func UpTo(ctx context.Context, databaseURL string, version uint) (uint, error) {
+	return run(ctx, databaseURL, func(m *migrate.Migrate) error { return m.Migrate(version) })
+}
+
 // Down reverts every migration. It exists for tests and for operators
 // removing webhookd; it deletes all data.
 func Down(ctx context.Context, databaseURL string) (uint, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -119,5 +120,69 @@ func TestConcurrentUp(t *testing.T) {
 		if versions[i] != versions[0] || versions[i] == 0 {
 			t.Fatalf("versions disagree: %v", versions)
 		}
+	}
+}
+
+// TestRecoveryFromPostgresMigration: 0011 gives a run waiting for a try
+// its retry_at (now for a retryable failure, the hold's end for a held
+// run), puts back in the outbox the recent events that were handed off
+// but never claimed, and leaves claimed, old and already pending events
+// as they are.
+func TestRecoveryFromPostgresMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, _ := emptySchema(t)
+	if v, err := migrations.UpTo(ctx, url, 10); err != nil || v != 10 {
+		t.Fatalf("up to 10: version %d, %v", v, err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for _, sql := range []string{
+		`INSERT INTO events (source, external_id, payload, received_at) VALUES
+            ('s', 'handed_off', '{}', now() - interval '1 hour'),
+            ('s', 'claimed', '{}', now() - interval '1 hour'),
+            ('s', 'pending', '{}', now() - interval '1 hour'),
+            ('s', 'ancient', '{}', now() - interval '30 days')`,
+		`INSERT INTO event_outbox (source, external_id) VALUES ('s', 'pending')`,
+		`INSERT INTO job_runs (key, source, external_id, destination, status, permanent, max_attempts, held_until) VALUES
+            ('s:d:claimed', 's', 'claimed', 'd', 'done', false, 5, NULL),
+            ('s:d:retry', 's', 'retry', 'd', 'failed', false, 5, NULL),
+            ('s:d:refused', 's', 'refused', 'd', 'failed', true, 5, NULL),
+            ('s:d:held', 's', 'held', 'd', 'running', false, 5, now() + interval '30 seconds')`,
+		`INSERT INTO delivery_attempts (key, call, succeeded, duration_ms) VALUES ('s:d:claimed', 1, true, 3)`,
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := migrations.Up(ctx, url); err != nil || v != 11 {
+		t.Fatalf("up: version %d, %v", v, err)
+	}
+	var outbox []string
+	rows, _ := pool.Query(ctx, `SELECT external_id FROM event_outbox ORDER BY 1`)
+	for rows.Next() {
+		var id string
+		_ = rows.Scan(&id)
+		outbox = append(outbox, id)
+	}
+	if fmt.Sprint(outbox) != "[handed_off pending]" {
+		t.Errorf("outbox after 0011: %v, want [handed_off pending]", outbox)
+	}
+	var due string
+	if err := pool.QueryRow(ctx, `SELECT string_agg(key || '=' || CASE
+            WHEN retry_at IS NULL THEN 'none'
+            WHEN retry_at = held_until THEN 'hold'
+            WHEN retry_at <= now() THEN 'now' ELSE 'later' END, ' ' ORDER BY key) FROM job_runs`).Scan(&due); err != nil {
+		t.Fatal(err)
+	}
+	if due != "s:d:claimed=none s:d:held=hold s:d:refused=none s:d:retry=now" {
+		t.Errorf("retry_at after 0011: %s", due)
+	}
+	var state string
+	if err := pool.QueryRow(ctx, `SELECT state FROM delivery_attempts`).Scan(&state); err != nil || state != "finished" {
+		t.Errorf("a call logged before 0011: state %q (%v), want finished", state, err)
 	}
 }
