@@ -118,6 +118,9 @@ type Reconciler struct {
 	// Where the walks through due runs and the outbox resume.
 	dueCursor    dedupe.RunCursor
 	outboxCursor dedupe.OutboxCursor
+	// unroutedLogged is when events of unconfigured sources were last
+	// reported.
+	unroutedLogged time.Time
 }
 
 // NewReconciler returns a Reconciler that writes tasks through enqueuer;
@@ -258,8 +261,11 @@ func (r *Reconciler) dueRuns(ctx context.Context, rep *PassReport, deadline time
 func (r *Reconciler) outbox(ctx context.Context, rep *PassReport, deadline time.Time) error {
 	unrouted := 0
 	defer func() {
-		if unrouted > 0 {
-			r.cfg.Logger.WarnContext(ctx, "events of sources that are not configured stay in the outbox", slog.Int("events", unrouted))
+		// Once a minute at most: such events stay until retention.
+		if unrouted > 0 && r.cfg.Now().Sub(r.unroutedLogged) > time.Minute {
+			r.unroutedLogged = r.cfg.Now()
+			r.cfg.Logger.WarnContext(ctx, "events of sources that are not configured stay in the outbox until retention deletes them",
+				slog.Int("events", unrouted))
 		}
 	}()
 	for {

@@ -6,6 +6,9 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"slices"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/webhookd/webhookd/dedupe"
 )
@@ -22,6 +25,10 @@ import (
 //	exit-after-call    a worker exits with status 3 when its first
 //	                   destination call has succeeded, before storing the
 //	                   outcome (the call is logged, its outcome unknown)
+//	exit-on-lost-task  any process exits with status 3 the moment Redis
+//	                   tells its recovery that a task was missing: after
+//	                   the first script call that wrote lost tasks again,
+//	                   before the rest of its pass
 const faultEnv = "WEBHOOKD_FAULT"
 
 // faultExitCode is the status a process stopped by an injected fault
@@ -86,4 +93,48 @@ func (f runFault) Finish(ctx context.Context, key string, fin dedupe.Finish) (de
 		os.Exit(faultExitCode)
 	}
 	return f.runStore.Finish(ctx, key, fin)
+}
+
+// withRedisFaults adds the Redis fault named by WEBHOOKD_FAULT to rdb, if
+// any.
+func withRedisFaults(rdb *redis.Client, log *slog.Logger) {
+	if os.Getenv(faultEnv) == "exit-on-lost-task" {
+		log.Warn("FAULT INJECTION: exiting when recovery finds a lost task", slog.String("fault", "exit-on-lost-task"))
+		rdb.AddHook(lostTaskFault{log: log})
+	}
+}
+
+// lostTaskFault exits the process when a script's reply says it wrote a
+// task that was missing (jobs' ensureScript answers "written").
+type lostTaskFault struct{ log *slog.Logger }
+
+func (f lostTaskFault) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f lostTaskFault) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		f.check(cmd)
+		return err
+	}
+}
+
+func (f lostTaskFault) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			f.check(cmd)
+		}
+		return err
+	}
+}
+
+func (f lostTaskFault) check(cmd redis.Cmder) {
+	c, ok := cmd.(*redis.Cmd)
+	if !ok || c.Err() != nil {
+		return
+	}
+	if actions, err := c.StringSlice(); err == nil && slices.Contains(actions, "written") {
+		f.log.Warn("FAULT INJECTION: recovery found lost tasks; exiting before the rest of its pass")
+		os.Exit(faultExitCode)
+	}
 }

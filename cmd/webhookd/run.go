@@ -93,6 +93,7 @@ func run(ctx context.Context, cfg *config, r roles, log *slog.Logger, ready func
 		return err
 	}
 	defer rdb.Close()
+	withRedisFaults(rdb, log)
 	routes := cfg.routes()
 	enqueuer := jobs.NewEnqueuer(rdb, cfg.Queue, routes)
 
