@@ -16,7 +16,8 @@ var (
 	// ErrUnknownSource is returned for a webhook to a source that is not
 	// configured (404).
 	ErrUnknownSource = errors.New("unknown source")
-	// ErrBodyTooLarge is returned when the body exceeds max_body_bytes (413).
+	// ErrBodyTooLarge is returned when the body exceeds the route's limit
+	// (max_body_bytes for webhooks; see LimitBody) (413).
 	ErrBodyTooLarge = errors.New("body exceeds the size limit")
 	// ErrUnavailable is returned when the event could not be recorded
 	// because Postgres did not answer in time (503: the sender retries).
@@ -30,12 +31,15 @@ type errorBody struct {
 
 // statusOf maps an error to its HTTP status and public message.
 func statusOf(err error) (int, string) {
-	var he *echo.HTTPError
+	var (
+		he       *echo.HTTPError
+		tooLarge *http.MaxBytesError
+	)
 	switch {
 	case errors.Is(err, ErrUnknownSource):
 		return http.StatusNotFound, err.Error()
-	case errors.Is(err, ErrBodyTooLarge):
-		return http.StatusRequestEntityTooLarge, err.Error()
+	case errors.Is(err, ErrBodyTooLarge), errors.As(err, &tooLarge):
+		return http.StatusRequestEntityTooLarge, ErrBodyTooLarge.Error()
 	case errors.Is(err, verify.ErrMissingSignature),
 		errors.Is(err, verify.ErrMalformedSignature),
 		errors.Is(err, verify.ErrSignatureMismatch),

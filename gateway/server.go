@@ -119,10 +119,11 @@ func New(cfg Config, rec recorder, h handoff) *Server {
 	e.Use(middleware.Recover())
 	e.Use(middleware.RequestID())
 
-	e.GET("/healthz", s.healthz)
-	e.GET("/readyz", s.readyz)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})))
+	e.GET("/healthz", s.healthz, LimitBody(noBody))
+	e.GET("/readyz", s.readyz, LimitBody(noBody))
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})), LimitBody(noBody))
 	if len(cfg.Sources) > 0 && rec != nil {
+		// ingest reads at most MaxBodyBytes itself (and counts the 413s).
 		e.POST("/webhooks/:source", s.ingest, middleware.ContextTimeout(cfg.RequestTimeout))
 	}
 	return s

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/jobs"
 )
 
@@ -98,13 +99,22 @@ func New(events eventStore, runs runStore, q requeuer, cfg Config) *Admin {
 // answers only loopback peers.
 func (a *Admin) LoopbackOnly() bool { return a.cfg.Token == "" }
 
+// Body limits of the admin routes: the login form holds a token and a
+// path; the API's JSON, the replay forms and the dashboard's API calls
+// hold a few filter values.
+const (
+	loginBodyLimit = 4 << 10
+	adminBodyLimit = 64 << 10
+)
+
 // Mount adds the admin routes to e.
 func (a *Admin) Mount(e *echo.Echo) {
-	e.GET("/admin/login", a.login)
-	e.POST("/admin/login", a.login)
-	e.GET("/admin", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/admin/") }, a.middleware)
+	e.GET("/admin/login", a.login, gateway.LimitBody(loginBodyLimit))
+	e.POST("/admin/login", a.login, gateway.LimitBody(loginBodyLimit))
+	e.GET("/admin", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/admin/") },
+		gateway.LimitBody(adminBodyLimit), a.middleware)
 
-	g := e.Group("/admin", a.middleware)
+	g := e.Group("/admin", gateway.LimitBody(adminBodyLimit), a.middleware)
 	g.GET("/events", a.listEvents)
 	g.GET("/events/:source/:id", a.getEvent)
 	g.POST("/events/:source/:id/replay", a.replayEvent)

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
+	"mime"
 	"net"
 	"net/http"
 	"strings"
@@ -109,10 +111,19 @@ func wantsHTML(r *http.Request) bool {
 
 // login handles GET and POST /admin/login: the form takes the token and
 // sets the session cookie, so browsers (and the dashboard's own API
-// calls) are authenticated without a header.
+// calls) are authenticated without a header. It is the one admin route
+// that answers before authentication, so it reads only what the form
+// sends: an urlencoded body of at most loginBodyLimit bytes (415 for any
+// other type, 413 past the limit), never a multipart one.
 func (a *Admin) login(c echo.Context) error {
 	r := c.Request()
-	next := c.FormValue("next")
+	next := c.QueryParam("next")
+	if r.Method == http.MethodPost {
+		if err := parseForm(r); err != nil {
+			return err
+		}
+		next = r.PostForm.Get("next")
+	}
 	if !strings.HasPrefix(next, "/admin/") {
 		next = "/admin/"
 	}
@@ -125,7 +136,7 @@ func (a *Admin) login(c echo.Context) error {
 	if err := a.auth.cop.Check(r); err != nil {
 		return echo.NewHTTPError(http.StatusForbidden, "cross-origin request refused")
 	}
-	if !equal(c.FormValue("token"), a.auth.token) {
+	if !equal(r.PostForm.Get("token"), a.auth.token) {
 		a.requestLog(c).WarnContext(r.Context(), "admin login refused", "remote", r.RemoteAddr)
 		return a.render(c, http.StatusUnauthorized, "login", loginPage{Next: next, Message: "Wrong token."})
 	}
@@ -138,4 +149,23 @@ func (a *Admin) login(c echo.Context) error {
 		SameSite: http.SameSiteStrictMode,
 	})
 	return c.Redirect(http.StatusSeeOther, next)
+}
+
+// parseForm parses a page form's urlencoded body into r.PostForm: 415
+// for another content type (a multipart body is never parsed, so never
+// spooled to disk), 413 past the route's body limit, 400 for a body that
+// does not parse.
+func parseForm(r *http.Request) error {
+	mt, _, err := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType))
+	if err != nil || mt != echo.MIMEApplicationForm {
+		return echo.NewHTTPError(http.StatusUnsupportedMediaType, "the form must be sent as application/x-www-form-urlencoded")
+	}
+	if err := r.ParseForm(); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return err
+		}
+		return echo.NewHTTPError(http.StatusBadRequest, "the form does not parse")
+	}
+	return nil
 }

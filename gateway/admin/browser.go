@@ -142,9 +142,13 @@ func (a *Admin) browseReplay(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	r := c.Request()
+	if err := parseForm(r); err != nil {
+		return err
+	}
 	req := ReplayRequest{
-		Source: source, EventID: id, Force: c.FormValue("force") == "true",
-		By: strings.TrimSpace(c.FormValue("by")), Reason: strings.TrimSpace(c.FormValue("reason")),
+		Source: source, EventID: id, Force: r.PostForm.Get("force") == "true",
+		By: strings.TrimSpace(r.PostForm.Get("by")), Reason: strings.TrimSpace(r.PostForm.Get("reason")),
 	}
 	res, err := a.replay(c.Request().Context(), a.requestLog(c), req)
 	back := eventURL(source, id)
