@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
 )
@@ -46,8 +47,15 @@ func statusOf(err error) (int, string) {
 		errors.Is(err, verify.ErrTimestampOutsideTolerance):
 		// verify's messages name the failed check and header only.
 		return http.StatusUnauthorized, err.Error()
-	case errors.Is(err, eventid.ErrMissing), errors.Is(err, eventid.ErrUnparseable), errors.Is(err, eventid.ErrInvalid):
+	case errors.Is(err, eventid.ErrMissing), errors.Is(err, eventid.ErrUnparseable), errors.Is(err, eventid.ErrInvalid),
+		errors.Is(err, ErrInvalidHeader):
+		// Their messages name the field and what is wrong, never its value.
 		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, ErrHeadersTooLarge):
+		return http.StatusRequestHeaderFieldsTooLarge, err.Error()
+	case errors.Is(err, dedupe.ErrInvalidInput):
+		// The database's message may quote the value: not echoed.
+		return http.StatusBadRequest, "the event holds a value that cannot be stored (not UTF-8 text, or too large)"
 	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, ErrUnavailable.Error()
 	case errors.As(err, &he):
