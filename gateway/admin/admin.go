@@ -39,8 +39,13 @@ type requeuer interface {
 // Config configures the admin surface.
 type Config struct {
 	// Token is the admin bearer token. Empty means admin answers only
-	// loopback peers.
+	// loopback peers, and only requests whose Host (and Origin, when
+	// sent) is a loopback address, localhost or one of Hosts: a web page
+	// that DNS rebinding points at 127.0.0.1 is refused.
 	Token string
+	// Hosts are more host names (lower case, without port) that a
+	// tokenless admin answers to, such as the listen address's name.
+	Hosts []string
 	// Routes are the configured sources and their destinations; replays
 	// go to these destinations.
 	Routes jobs.Routes
@@ -89,7 +94,7 @@ func New(events eventStore, runs runStore, q requeuer, cfg Config) *Admin {
 		runs:   runs,
 		queue:  q,
 		cfg:    cfg,
-		auth:   newAuthenticator(cfg.Token),
+		auth:   newAuthenticator(cfg.Token, cfg.Hosts),
 		log:    cfg.Logger,
 		pages:  parsePages(),
 	}

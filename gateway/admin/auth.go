@@ -9,6 +9,8 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -23,10 +25,11 @@ type authenticator struct {
 	token   string
 	session string // expected cookie value
 	cop     *http.CrossOriginProtection
+	hosts   []string // names Host may carry without a token, besides loopback ones
 }
 
-func newAuthenticator(token string) *authenticator {
-	a := &authenticator{token: token, cop: http.NewCrossOriginProtection()}
+func newAuthenticator(token string, hosts []string) *authenticator {
+	a := &authenticator{token: token, cop: http.NewCrossOriginProtection(), hosts: hosts}
 	if token != "" {
 		mac := hmac.New(sha256.New, []byte(token))
 		mac.Write([]byte("webhookd admin session v1"))
@@ -68,12 +71,41 @@ func isLoopback(r *http.Request) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// localName reports whether host (a Host header or an Origin's host,
+// with or without a port) names this server for a tokenless admin: a
+// loopback address, "localhost", or one of the configured names. A page
+// that DNS rebinding brought to the loopback interface carries its own
+// name, so it is refused.
+func (a *authenticator) localName(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	return host == "localhost" || slices.Contains(a.hosts, host)
+}
+
+// localOrigin reports whether an Origin header is absent or names this
+// server (see localName).
+func (a *authenticator) localOrigin(origin string) bool {
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && a.localName(u.Host)
+}
+
 // allowed reports whether r may use the admin surface, and if not, the
 // status and message to answer.
 func (a *authenticator) allowed(r *http.Request) (bool, int, string) {
 	if a.token == "" {
 		if !isLoopback(r) {
 			return false, http.StatusForbidden, "admin answers only on loopback when no admin_token is configured"
+		}
+		if !a.localName(r.Host) || !a.localOrigin(r.Header.Get("Origin")) {
+			return false, http.StatusForbidden, "admin without an admin_token answers only requests addressed to localhost (Host and Origin)"
 		}
 	} else if !a.bearer(r) && !a.cookie(r) {
 		return false, http.StatusUnauthorized, "missing or wrong admin token"

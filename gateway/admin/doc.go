@@ -13,7 +13,10 @@
 // Every route is behind one check: with a token configured, a request
 // must carry "Authorization: Bearer <token>" (or the session cookie the
 // login page sets), compared in constant time; without a token, only
-// loopback peers are answered. State-changing requests from another
+// loopback peers are answered, and only when the request's Host (and
+// Origin, when sent) names this server: a loopback address, localhost, or
+// the listen address's name (Config.Hosts). A web page that DNS rebinding
+// pointed at 127.0.0.1 names its own host and is refused. State-changing requests from another
 // origin are refused (net/http's CrossOriginProtection), so a web page
 // cannot make an operator's browser replay events.
 //

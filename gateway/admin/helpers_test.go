@@ -77,6 +77,7 @@ type bundle struct {
 
 type options struct {
 	token       string
+	hosts       []string
 	maxAttempts int
 }
 
@@ -96,6 +97,7 @@ func setup(t *testing.T, o options) *bundle {
 	gw := gateway.New(gateway.Config{Registry: prometheus.NewRegistry(), Logger: log}, nil, nil)
 	adm := admin.New(p.Store, p.Store, jobs.NewRequeuer(p.Redis.Client, p.Enqueuer), admin.Config{
 		Token:     o.token,
+		Hosts:     o.hosts,
 		Routes:    p.Routes,
 		Dashboard: admin.NewDashboard(p.Redis.Client, true),
 		Logger:    log,
