@@ -143,7 +143,7 @@ func newEvent(name string, src Source, h http.Header, body []byte) (dedupe.Event
 	if err != nil {
 		return dedupe.Event{}, err
 	}
-	headers, err := storedHeaders(h)
+	headers, err := storedHeaders(h, src.SignatureHeader)
 	if err != nil {
 		return dedupe.Event{}, err
 	}

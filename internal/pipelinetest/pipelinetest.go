@@ -167,7 +167,8 @@ func Start(t testing.TB, opts Options) *Pipeline {
 		if err != nil {
 			t.Fatalf("source %s: %v", spec.Name, err)
 		}
-		src := gateway.Source{Scheme: vcfg.Scheme, Verifier: v, EventID: id, Destinations: len(routes[spec.Name])}
+		src := gateway.Source{Scheme: vcfg.Scheme, Verifier: v, EventID: id, Destinations: len(routes[spec.Name]),
+			SignatureHeader: vcfg.WithDefaults().Header}
 		if opts.OrderEntity != "" {
 			e, _ := eventid.Parse(opts.OrderEntity)
 			ver, _ := eventid.Parse(opts.OrderVersion)
