@@ -126,7 +126,7 @@ func New(cfg Config, rec recorder, h handoff) *Server {
 		log:      cfg.Logger,
 	}
 	e.Use(middleware.Recover())
-	e.Use(middleware.RequestID())
+	e.Use(s.keepSafeRequestID, middleware.RequestID())
 
 	e.GET("/healthz", s.healthz, LimitBody(noBody))
 	e.GET("/readyz", s.readyz, LimitBody(noBody))

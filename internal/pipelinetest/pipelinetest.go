@@ -64,6 +64,8 @@ type Options struct {
 	NoWorker bool
 	// Order, when set, orders every source's events by these json: paths.
 	OrderEntity, OrderVersion string
+	// Logger receives the pipeline's logs. Defaults to the test's log.
+	Logger *slog.Logger
 	// Schema and Redis reuse existing ones (a second replica).
 	Schema *pgtest.Schema
 	Redis  *redistest.DB
@@ -100,7 +102,10 @@ func Start(t testing.TB, opts Options) *Pipeline {
 	if opts.Lease == 0 {
 		opts.Lease = 30 * time.Second
 	}
-	log := logtest.New(t, slog.LevelInfo)
+	log := opts.Logger
+	if log == nil {
+		log = logtest.New(t, slog.LevelInfo)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 
 	store := dedupe.New(opts.Schema.Pool)
