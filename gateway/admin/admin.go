@@ -13,6 +13,7 @@ import (
 
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway"
+	"github.com/webhookd/webhookd/gateway/textfield"
 	"github.com/webhookd/webhookd/jobs"
 )
 
@@ -177,7 +178,7 @@ func httpError(err error) error {
 		return echo.NewHTTPError(http.StatusNotFound, "event not found")
 	case errors.Is(err, ErrUnknownSource), errors.Is(err, ErrUnknownDestination):
 		return echo.NewHTTPError(http.StatusUnprocessableEntity, err.Error())
-	case errors.Is(err, dedupe.ErrBadCursor), errors.Is(err, ErrBadFilter):
+	case errors.Is(err, dedupe.ErrBadCursor), errors.Is(err, ErrBadFilter), errors.Is(err, textfield.ErrInvalid):
 		return echo.NewHTTPError(http.StatusBadRequest, err.Error())
 	case errors.Is(err, ErrEnqueueFailed):
 		return echo.NewHTTPError(http.StatusServiceUnavailable, strings.TrimSpace(err.Error()))

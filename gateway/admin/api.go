@@ -130,6 +130,9 @@ func (a *Admin) filterFrom(c echo.Context) (dedupe.EventFilter, error) {
 		Cursor:       c.QueryParam("cursor"),
 		Destinations: a.cfg.Routes.DestinationCounts(),
 	}
+	if err := checkText(textInput{"source", f.Source, maxNameBytes}, textInput{"cursor", f.Cursor, maxCursorBytes}); err != nil {
+		return f, echo.NewHTTPError(http.StatusBadRequest, err.Error())
+	}
 	if f.State != "" && !validState(f.State) {
 		return f, echo.NewHTTPError(http.StatusBadRequest, "unknown state "+strconv.Quote(f.State))
 	}
@@ -210,6 +213,9 @@ func eventParams(c echo.Context) (string, string, error) {
 	id, err2 := unescape(c, c.Param("id"))
 	if err := errors.Join(err1, err2); err != nil || source == "" || id == "" {
 		return "", "", echo.NewHTTPError(http.StatusBadRequest, "invalid source or event id in path")
+	}
+	if err := checkText(textInput{"source", source, maxNameBytes}, textInput{"event id", id, maxIDBytes}); err != nil {
+		return "", "", echo.NewHTTPError(http.StatusBadRequest, err.Error())
 	}
 	return source, id, nil
 }
