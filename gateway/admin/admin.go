@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -47,6 +48,11 @@ type Config struct {
 	// Hosts are more host names (lower case, without port) that a
 	// tokenless admin answers to, such as the listen address's name.
 	Hosts []string
+	// SessionTTL is how long a browser's sign-in lasts (the session
+	// cookie's Max-Age, also checked by the server). Defaults to 12h.
+	SessionTTL time.Duration
+	// Now returns the time for session expiry. Defaults to time.Now.
+	Now func() time.Time
 	// Routes are the configured sources and their destinations; replays
 	// go to these destinations.
 	Routes jobs.Routes
@@ -68,6 +74,12 @@ func (c Config) WithDefaults() Config {
 		c.BulkLimit = 1000
 	}
 	c.BulkLimit = min(c.BulkLimit, 1000)
+	if c.SessionTTL <= 0 {
+		c.SessionTTL = 12 * time.Hour
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -95,7 +107,7 @@ func New(events eventStore, runs runStore, q requeuer, cfg Config) *Admin {
 		runs:   runs,
 		queue:  q,
 		cfg:    cfg,
-		auth:   newAuthenticator(cfg.Token, cfg.Hosts),
+		auth:   newAuthenticator(cfg),
 		log:    cfg.Logger,
 		pages:  parsePages(),
 	}
@@ -115,12 +127,14 @@ const (
 
 // Mount adds the admin routes to e.
 func (a *Admin) Mount(e *echo.Echo) {
-	e.GET("/admin/login", a.login, gateway.LimitBody(loginBodyLimit))
-	e.POST("/admin/login", a.login, gateway.LimitBody(loginBodyLimit))
+	e.GET("/admin/login", a.login, gateway.LimitBody(loginBodyLimit), securityHeaders)
+	e.POST("/admin/login", a.login, gateway.LimitBody(loginBodyLimit), securityHeaders)
+	e.GET("/admin/assets/*", assets(), gateway.LimitBody(0), securityHeaders)
 	e.GET("/admin", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/admin/") },
-		gateway.LimitBody(adminBodyLimit), a.middleware)
+		gateway.LimitBody(adminBodyLimit), securityHeaders, a.middleware)
 
-	g := e.Group("/admin", gateway.LimitBody(adminBodyLimit), a.middleware)
+	g := e.Group("/admin", gateway.LimitBody(adminBodyLimit), securityHeaders, a.middleware)
+	g.POST("/logout", a.logout)
 	g.GET("/events", a.listEvents)
 	g.GET("/events/:source/:id", a.getEvent)
 	g.POST("/events/:source/:id/replay", a.replayEvent)

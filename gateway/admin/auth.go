@@ -1,10 +1,8 @@
 package admin
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"errors"
 	"mime"
 	"net"
@@ -12,30 +10,25 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 )
 
-// sessionCookie is the cookie the login page sets for browsers. Its value
-// is derived from the token (an HMAC), not the token itself.
-const sessionCookie = "webhookd_admin"
-
 // authenticator decides whether a request may use the admin surface.
 type authenticator struct {
-	token   string
-	session string // expected cookie value
-	cop     *http.CrossOriginProtection
-	hosts   []string // names Host may carry without a token, besides loopback ones
+	token      string
+	sessionTTL time.Duration
+	now        func() time.Time
+	cop        *http.CrossOriginProtection
+	hosts      []string // names Host may carry without a token, besides loopback ones
 }
 
-func newAuthenticator(token string, hosts []string) *authenticator {
-	a := &authenticator{token: token, cop: http.NewCrossOriginProtection(), hosts: hosts}
-	if token != "" {
-		mac := hmac.New(sha256.New, []byte(token))
-		mac.Write([]byte("webhookd admin session v1"))
-		a.session = hex.EncodeToString(mac.Sum(nil))
+func newAuthenticator(cfg Config) *authenticator {
+	return &authenticator{
+		token: cfg.Token, sessionTTL: cfg.SessionTTL, now: cfg.Now,
+		cop: http.NewCrossOriginProtection(), hosts: cfg.Hosts,
 	}
-	return a
 }
 
 // equal compares in constant time; hashing first hides the length too.
@@ -52,12 +45,6 @@ func (a *authenticator) bearer(r *http.Request) bool {
 		return false
 	}
 	return equal(strings.TrimSpace(tok), a.token)
-}
-
-// cookie reports whether r carries a valid session cookie.
-func (a *authenticator) cookie(r *http.Request) bool {
-	c, err := r.Cookie(sessionCookie)
-	return err == nil && equal(c.Value, a.session)
 }
 
 // isLoopback reports whether the TCP peer is on this host. It reads the
@@ -119,7 +106,6 @@ func (a *authenticator) allowed(r *http.Request) (bool, int, string) {
 // middleware guards every admin route.
 func (a *Admin) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		c.Response().Header().Set("Cache-Control", "no-store")
 		ok, code, msg := a.auth.allowed(c.Request())
 		if ok {
 			return next(c)
@@ -172,14 +158,7 @@ func (a *Admin) login(c echo.Context) error {
 		a.requestLog(c).WarnContext(r.Context(), "admin login refused", "remote", r.RemoteAddr)
 		return a.render(c, http.StatusUnauthorized, "login", loginPage{Next: next, Message: "Wrong token."})
 	}
-	c.SetCookie(&http.Cookie{
-		Name:     sessionCookie,
-		Value:    a.auth.session,
-		Path:     "/admin",
-		HttpOnly: true,
-		Secure:   r.TLS != nil,
-		SameSite: http.SameSiteStrictMode,
-	})
+	c.SetCookie(a.auth.newSession(r.TLS != nil))
 	return c.Redirect(http.StatusSeeOther, next)
 }
 

@@ -78,6 +78,7 @@ type bundle struct {
 type options struct {
 	token       string
 	hosts       []string
+	now         func() time.Time
 	maxAttempts int
 }
 
@@ -98,6 +99,7 @@ func setup(t *testing.T, o options) *bundle {
 	adm := admin.New(p.Store, p.Store, jobs.NewRequeuer(p.Redis.Client, p.Enqueuer), admin.Config{
 		Token:     o.token,
 		Hosts:     o.hosts,
+		Now:       o.now,
 		Routes:    p.Routes,
 		Dashboard: admin.NewDashboard(p.Redis.Client, true),
 		Logger:    log,
