@@ -143,6 +143,8 @@ func (a *Admin) Mount(e *echo.Echo) {
 	g.GET("/", a.browseList)
 	g.GET("/view/:source/:id", a.browseEvent)
 	g.POST("/view/:source/:id/replay", a.browseReplay)
+	g.GET("/view", a.browseEvent)
+	g.POST("/view/replay", a.browseReplay)
 
 	if a.cfg.Dashboard != nil {
 		g.GET("/queues", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/admin/queues/") })

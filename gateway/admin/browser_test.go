@@ -187,6 +187,47 @@ func TestBrowserReplayFailedEvent(t *testing.T) {
 	)
 }
 
+// TestBrowserDotIDs: events whose ids are "." and ".." open from the
+// list and replay from their page, although a browser resolves such path
+// segments away.
+func TestBrowserDotIDs(t *testing.T) {
+	t.Parallel()
+	var dialogs atomic.Int64
+	ctx := newBrowser(t, &dialogs)
+	b := setup(t, options{token: "dots"})
+	for _, id := range []string{".", ".."} {
+		b.send(t, id)
+		b.waitState(t, id, dedupe.StatusDone)
+	}
+	step(t, ctx, "signing in",
+		chromedp.Navigate(b.srv.URL+"/admin/login?next=/admin/"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), "dots"),
+		chromedp.Submit(chromedp.CSS(`input[name=token]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#events`)),
+	)
+	for _, id := range []string{".", ".."} {
+		step(t, ctx, "opening event "+id,
+			chromedp.Navigate(b.srv.URL+"/admin/"),
+			chromedp.Click(chromedp.Search(`//a[contains(@class,"event-link") and text()="`+id+`"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#replay`)),
+		)
+		if h := text(t, ctx, `h1`); !strings.Contains(h, "stripe / "+id+" ") {
+			t.Errorf("event page for %q shows %q", id, h)
+		}
+		step(t, ctx, "replaying event "+id,
+			chromedp.Click(chromedp.CSS(`#replay`)),
+			chromedp.WaitVisible(chromedp.CSS(`#flash`)),
+		)
+		if flash := text(t, ctx, `#flash`); !strings.Contains(flash, "already delivered") {
+			t.Errorf("replay of %q: flash %q, want the stored result", id, flash)
+		}
+		if h := text(t, ctx, `h1`); !strings.Contains(h, "stripe / "+id+" ") {
+			t.Errorf("after the replay of %q the page shows %q", id, h)
+		}
+	}
+}
+
 // evaluate returns the string value of a JavaScript expression on the
 // current page.
 func evaluate(t *testing.T, ctx context.Context, expr string) string {

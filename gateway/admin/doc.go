@@ -7,6 +7,8 @@
 //	POST /admin/replay                    bulk replay by filter (dry run by default, capped)
 //	GET  /admin/                          event browser (server-rendered HTML)
 //	GET  /admin/view/:source/:id          event page with Replay buttons
+//	GET  /admin/view?source=&id=          the same, for the ids "." and ".." (a browser
+//	                                      resolves them away as path segments)
 //	     /admin/queues/                   the Asynq dashboard (asynqmon)
 //	     /admin/login                     sets the session cookie for browsers (12h)
 //	POST /admin/logout                    clears it
