@@ -68,10 +68,27 @@ func statusOf(err error) (int, string) {
 	return http.StatusInternalServerError, "internal error"
 }
 
-// errorHandler answers every error as JSON with the mapped status.
+// statusClientClosedRequest is nginx's status for a request whose client
+// went away before the answer: it reaches no one, but says what happened
+// to whatever records the status.
+const statusClientClosedRequest = 499
+
+// errorHandler answers every error as JSON with the mapped status. A
+// handler that ended with context.Canceled was cut short by its client
+// going away (net/http cancels the request's context then; our own
+// deadlines end in context.DeadlineExceeded): that is not an error of
+// ours, so it is logged at info level and answered 499 with no body.
 func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
+			return
+		}
+		ctx := c.Request().Context()
+		if errors.Is(err, context.Canceled) {
+			log.InfoContext(ctx, "client closed the request before its answer", slog.String("path", c.Path()),
+				slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
+				slog.Int("status_code", statusClientClosedRequest))
+			_ = c.NoContent(statusClientClosedRequest)
 			return
 		}
 		code, msg := statusOf(err)

@@ -107,11 +107,14 @@ func (s *Server) ingest(c echo.Context) error {
 			log.WarnContext(ctx, "webhook rejected", slog.String("reason", "the database refused the event's values"), slog.String("error", err.Error()))
 			return err
 		}
-		s.metrics.observe(name, "unavailable", time.Since(start))
-		log.ErrorContext(ctx, "could not record event; answering 503", slog.String("error", err.Error()))
 		if errors.Is(err, context.Canceled) {
+			// The sender went away; its event may still commit with its
+			// batch. The error handler logs the request's end.
+			s.metrics.observe(name, "client_closed", time.Since(start))
 			return err
 		}
+		s.metrics.observe(name, "unavailable", time.Since(start))
+		log.ErrorContext(ctx, "could not record event; answering 503", slog.String("error", err.Error()))
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if rec.Pending && s.handoff != nil {
