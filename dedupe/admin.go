@@ -1,12 +1,14 @@
 package dedupe
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -185,6 +187,11 @@ func encodeCursor(at time.Time, source, externalID string) string {
 func decodeCursor(c string) (time.Time, string, string, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
+		return time.Time{}, "", "", ErrBadCursor
+	}
+	// Its source and id go to text columns: invalid UTF-8 or a NUL
+	// would fail the statement.
+	if !utf8.Valid(raw) || bytes.IndexByte(raw, 0) >= 0 {
 		return time.Time{}, "", "", ErrBadCursor
 	}
 	parts := strings.SplitN(string(raw), "\n", 3)

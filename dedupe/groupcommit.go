@@ -47,6 +47,14 @@ func (c BatcherConfig) WithDefaults() BatcherConfig {
 	return c
 }
 
+// ErrInvalidInput is returned by Batcher.Record (and the RunBatcher's
+// methods) for an item whose own values Postgres refused: a data
+// exception such as invalid UTF-8 or a NUL in a text column, an integrity
+// constraint violation, or a program limit such as an index row too
+// large. The item was not written, the other items of its statement were,
+// and sending it again fails again.
+var ErrInvalidInput = errors.New("values refused by the database")
+
 // groupCommit runs one statement for many concurrent callers: callers
 // that arrive while statements are running share the next one, and each
 // is answered when it has committed. Under load batches grow by
@@ -74,7 +82,9 @@ type itemResult[Res any] struct {
 }
 
 // newGroupCommit starts the loop; flush must return one result per
-// request, in order, or an error for all of them.
+// request, in order, or an error for all of them. A flush that fails with
+// a row error (see isRowError) must have written nothing, as one
+// statement does: its requests are flushed again in smaller batches.
 func newGroupCommit[Req, Res any](cfg BatcherConfig, flush func(context.Context, []Req) ([]Res, error)) *groupCommit[Req, Res] {
 	cfg = cfg.WithDefaults()
 	g := &groupCommit[Req, Res]{
@@ -210,23 +220,24 @@ func (g *groupCommit[Req, Res]) drainClosed() {
 	}
 }
 
+// run commits batch and answers its callers. When Postgres refuses one
+// item's values, the statement fails for every item in it; run then
+// commits the halves apart, down to single items, so that only the
+// refused item gets the error (wrapping ErrInvalidInput) and its
+// neighbours are committed. Any other error (connection, timeout) fails
+// the whole batch: its callers answer "retry later".
 func (g *groupCommit[Req, Res]) run(batch []*pendingItem[Req, Res]) {
-	reqs := make([]Req, len(batch))
-	for i, item := range batch {
-		reqs[i] = item.req
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.StatementTimeout)
-	defer cancel()
-	results, err := g.flush(ctx, reqs)
-	// A deadlock or serialization failure rolled the statement back:
-	// running it again is safe.
-	for retry := 0; retry < 3 && isTransient(err); retry++ {
-		results, err = g.flush(ctx, reqs)
-	}
-	if err == nil && len(results) != len(batch) {
-		err = fmt.Errorf("batch of %d got %d results", len(batch), len(results))
+	results, err := g.commit(batch)
+	if isRowError(err) && len(batch) > 1 {
+		mid := len(batch) / 2
+		g.run(batch[:mid])
+		g.run(batch[mid:])
+		return
 	}
 	if err != nil {
+		if isRowError(err) {
+			err = fmt.Errorf("%w: %w", ErrInvalidInput, err)
+		}
 		err = fmt.Errorf("error in batch of %d: %w", len(batch), err)
 		for _, item := range batch {
 			item.result <- itemResult[Res]{err: err}
@@ -238,9 +249,47 @@ func (g *groupCommit[Req, Res]) run(batch []*pendingItem[Req, Res]) {
 	}
 }
 
+// commit runs batch's statement under its own timeout, again after a
+// deadlock or serialization failure (which rolled it back: running it
+// again is safe).
+func (g *groupCommit[Req, Res]) commit(batch []*pendingItem[Req, Res]) ([]Res, error) {
+	reqs := make([]Req, len(batch))
+	for i, item := range batch {
+		reqs[i] = item.req
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.StatementTimeout)
+	defer cancel()
+	results, err := g.flush(ctx, reqs)
+	for retry := 0; retry < 3 && isTransient(err); retry++ {
+		results, err = g.flush(ctx, reqs)
+	}
+	if err == nil && len(results) != len(batch) {
+		err = fmt.Errorf("batch of %d got %d results", len(batch), len(results))
+	}
+	return results, err
+}
+
 // isTransient reports whether err is a deadlock or serialization failure
 // that rolled its statement back.
 func isTransient(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
+// isRowError reports whether err is Postgres refusing values the
+// statement was given, which one item alone may cause: a data exception
+// (class 22: invalid UTF-8 or a NUL in text, invalid JSON, a number out of
+// range), an integrity constraint violation (class 23) or a program limit
+// (class 54: an index row too large). Connection errors, timeouts and
+// cancellations are not: they fail the batch as a whole.
+func isRowError(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
+		return false
+	}
+	switch pgErr.Code[:2] {
+	case "22", "23", "54":
+		return true
+	}
+	return false
 }

@@ -201,14 +201,19 @@ func TestBatcherConcurrentCopies(t *testing.T) {
 	}
 }
 
-// countingDB counts the statements run through it.
+// countingDB counts the statements run through it, and fails each with
+// err when err is set.
 type countingDB struct {
 	dedupe.DB
 	queries atomic.Int64
+	err     error
 }
 
 func (c *countingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	c.queries.Add(1)
+	if c.err != nil {
+		return nil, c.err
+	}
 	return c.DB.Query(ctx, sql, args...)
 }
 

@@ -3,20 +3,18 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
 )
 
@@ -35,10 +33,6 @@ type duplicate struct {
 	Deliveries int    `json:"deliveries"`
 	State      string `json:"state"`
 }
-
-// droppedHeaders are not stored with the event: credentials of the hop to
-// webhookd, not of the sender's event.
-var droppedHeaders = []string{"Authorization", "Cookie", "Proxy-Authorization"}
 
 var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
@@ -86,31 +80,20 @@ func (s *Server) ingest(c echo.Context) error {
 			return c.JSON(http.StatusOK, map[string]string{"challenge": challenge})
 		}
 	}
-	idHeader := verify.EventHeaders(src.Scheme, req.Header)
-	id, err := src.EventID.Extract(idHeader, body)
+	ev, err := newEvent(name, src, req.Header, body)
 	if err != nil {
-		s.metrics.observe(name, "rejected_event_id", time.Since(start))
+		outcome := "rejected_event_id"
+		if errors.Is(err, ErrInvalidHeader) || errors.Is(err, ErrHeadersTooLarge) {
+			outcome = "rejected_header"
+		}
+		s.metrics.observe(name, outcome, time.Since(start))
 		log.WarnContext(ctx, "webhook rejected", slog.String("reason", err.Error()), slog.Int("body_bytes", len(body)))
 		return err
 	}
+	id := ev.ExternalID
 	log = log.With(slog.String("event_id", id))
-
-	ev := dedupe.Event{
-		Source:       name,
-		ExternalID:   id,
-		ContentType:  req.Header.Get(echo.HeaderContentType),
-		Headers:      encodeHeaders(req.Header),
-		Payload:      body,
-		Destinations: src.Destinations,
-	}
-	if src.OrderEntity != nil && src.OrderVersion != nil {
-		entity, errE := src.OrderEntity.Extract(idHeader, body)
-		version, errV := src.OrderVersion.Extract(idHeader, body)
-		if errE == nil && errV == nil {
-			ev.OrderEntity, ev.OrderVersion = entity, version
-		} else {
-			log.WarnContext(ctx, "order fields missing; event is not ordered")
-		}
+	if src.OrderEntity != nil && ev.OrderEntity == "" {
+		log.WarnContext(ctx, "order fields missing; event is not ordered")
 	}
 
 	rec, err := s.recorder.Record(ctx, ev)
@@ -119,11 +102,19 @@ func (s *Server) ingest(c echo.Context) error {
 		// in its batch, still to be written: the body is not ours to
 		// reuse.
 		recycle = false
-		s.metrics.observe(name, "unavailable", time.Since(start))
-		log.ErrorContext(ctx, "could not record event; answering 503", slog.String("error", err.Error()))
-		if errors.Is(err, context.Canceled) {
+		if errors.Is(err, dedupe.ErrInvalidInput) {
+			s.metrics.observe(name, "rejected_invalid", time.Since(start))
+			log.WarnContext(ctx, "webhook rejected", slog.String("reason", "the database refused the event's values"), slog.String("error", err.Error()))
 			return err
 		}
+		if errors.Is(err, context.Canceled) {
+			// The sender went away; its event may still commit with its
+			// batch. The error handler logs the request's end.
+			s.metrics.observe(name, "client_closed", time.Since(start))
+			return err
+		}
+		s.metrics.observe(name, "unavailable", time.Since(start))
+		log.ErrorContext(ctx, "could not record event; answering 503", slog.String("error", err.Error()))
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if rec.Pending && s.handoff != nil {
@@ -139,6 +130,45 @@ func (s *Server) ingest(c echo.Context) error {
 	s.metrics.observe(name, "duplicate", time.Since(start))
 	log.InfoContext(ctx, "duplicate delivery", slog.Int("deliveries", rec.Deliveries), slog.String("state", rec.State))
 	return c.JSON(http.StatusOK, duplicate{Status: "duplicate", Source: name, EventID: id, Deliveries: rec.Deliveries, State: rec.State})
+}
+
+// newEvent builds the event a request records, every text field checked: the
+// id and order fields (eventid refuses invalid ones), the Content-Type and
+// the headers (see eventfields.go). Order fields that are absent leave
+// the event unordered; present but invalid, they refuse it.
+func newEvent(name string, src Source, h http.Header, body []byte) (dedupe.Event, error) {
+	idHeader := verify.EventHeaders(src.Scheme, h)
+	id, err := src.EventID.Extract(idHeader, body)
+	if err != nil {
+		return dedupe.Event{}, err
+	}
+	ct, err := contentType(h)
+	if err != nil {
+		return dedupe.Event{}, err
+	}
+	headers, err := storedHeaders(h, src.SignatureHeader)
+	if err != nil {
+		return dedupe.Event{}, err
+	}
+	ev := dedupe.Event{
+		Source:       name,
+		ExternalID:   id,
+		ContentType:  ct,
+		Headers:      headers,
+		Payload:      body,
+		Destinations: src.Destinations,
+	}
+	if src.OrderEntity != nil && src.OrderVersion != nil {
+		entity, errE := src.OrderEntity.Extract(idHeader, body)
+		version, errV := src.OrderVersion.Extract(idHeader, body)
+		if err := errors.Join(errE, errV); errors.Is(err, eventid.ErrInvalid) {
+			return dedupe.Event{}, fmt.Errorf("order field: %w", err)
+		}
+		if errE == nil && errV == nil {
+			ev.OrderEntity, ev.OrderVersion = entity, version
+		}
+	}
+	return ev, nil
 }
 
 // readBody reads the body once, refusing more than limit bytes.
@@ -157,21 +187,4 @@ func readBody(buf *bytes.Buffer, req *http.Request, limit int64) error {
 		return ErrBodyTooLarge
 	}
 	return nil
-}
-
-// encodeHeaders returns the headers worth storing as a JSON object. The
-// request's map is encoded as it is unless it carries a header to drop.
-func encodeHeaders(h http.Header) []byte {
-	keep := h
-	if slices.ContainsFunc(droppedHeaders, func(name string) bool { _, ok := h[name]; return ok }) {
-		keep = maps.Clone(h)
-		for _, name := range droppedHeaders {
-			delete(keep, name)
-		}
-	}
-	b, err := json.Marshal(keep)
-	if err != nil {
-		return []byte("{}")
-	}
-	return b
 }

@@ -338,34 +338,6 @@ func TestRepeatResumesAnInterruptedHandOff(t *testing.T) {
 	})
 }
 
-// TestStoredHeaders: the sender's headers are stored with the event, the
-// credentials of the hop to webhookd are not.
-func TestStoredHeaders(t *testing.T) {
-	t.Parallel()
-	dest := newDestination(t)
-	p := pipelinetest.Start(t, pipelinetest.Options{Destinations: map[string]string{"billing": dest.URL}})
-	body := eventBody("evt_headers")
-	h := signed(body)
-	h.Set("Authorization", "Bearer hop-secret")
-	h.Set("Cookie", "session=hop-secret")
-	h.Set("X-Sender-Trace", "trace-1")
-	if code, answer := p.Post(t, "/webhooks/stripe", h, body); code != http.StatusAccepted {
-		t.Fatalf("got %d %s", code, answer)
-	}
-	var stored string
-	var trace *string
-	if err := p.Schema.Pool.QueryRow(context.Background(),
-		`SELECT headers::text, headers->'X-Sender-Trace'->>0 FROM events WHERE external_id = 'evt_headers'`).Scan(&stored, &trace); err != nil {
-		t.Fatal(err)
-	}
-	if trace == nil || *trace != "trace-1" {
-		t.Errorf("sender header not stored: %s", stored)
-	}
-	if strings.Contains(stored, "hop-secret") || strings.Contains(stored, "Authorization") || strings.Contains(stored, "Cookie") {
-		t.Errorf("credentials stored with the event: %s", stored)
-	}
-}
-
 // TestCancelledRequestKeepsItsPayload: a sender gives up while its event
 // waits for a statement. The batch still commits the event, and what it
 // stores is that sender's body, not the bytes of a later request that

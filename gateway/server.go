@@ -25,6 +25,10 @@ type Source struct {
 	Scheme string
 	// Verifier checks signatures.
 	Verifier verify.Verifier
+	// SignatureHeader is the source's signature header when its name
+	// does not say so (hmac-sha256's verify.header): it is stored
+	// masked, like every header named for a signature.
+	SignatureHeader string
 	// EventID extracts the sender's event id.
 	EventID eventid.Extractor
 	// OrderEntity and OrderVersion, when set, extract the ordering guard's
@@ -91,6 +95,11 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// maxHeaderBytes bounds a request's line and headers; net/http answers
+// 431 past it (its default is 1 MiB). What is stored of them is bounded
+// further (maxStoredHeaderBytes).
+const maxHeaderBytes = 64 << 10
+
 // Server is the HTTP server.
 type Server struct {
 	echo     *echo.Echo
@@ -117,12 +126,13 @@ func New(cfg Config, rec recorder, h handoff) *Server {
 		log:      cfg.Logger,
 	}
 	e.Use(middleware.Recover())
-	e.Use(middleware.RequestID())
+	e.Use(s.keepSafeRequestID, middleware.RequestID())
 
-	e.GET("/healthz", s.healthz)
-	e.GET("/readyz", s.readyz)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})))
+	e.GET("/healthz", s.healthz, LimitBody(noBody))
+	e.GET("/readyz", s.readyz, LimitBody(noBody))
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})), LimitBody(noBody))
 	if len(cfg.Sources) > 0 && rec != nil {
+		// ingest reads at most MaxBodyBytes itself (and counts the 413s).
 		e.POST("/webhooks/:source", s.ingest, middleware.ContextTimeout(cfg.RequestTimeout))
 	}
 	return s
@@ -140,6 +150,7 @@ func (s *Server) Serve(l net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.echo,
 		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ReadTimeout:       s.cfg.RequestTimeout + 5*time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net"
+	"strings"
 
 	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/gateway/admin"
@@ -13,6 +15,7 @@ import (
 func newAdmin(a *app, withDashboard bool) *admin.Admin {
 	cfg := admin.Config{
 		Token:  a.cfg.AdminToken,
+		Hosts:  listenNames(a.cfg.Listen),
 		Routes: a.cfg.routes(),
 		Logger: a.log,
 	}
@@ -20,6 +23,17 @@ func newAdmin(a *app, withDashboard bool) *admin.Admin {
 		cfg.Dashboard = admin.NewDashboard(a.redis, !a.cfg.Admin.AllowQueueActions)
 	}
 	return admin.New(a.store, a.store, a.enqueuer, cfg)
+}
+
+// listenNames returns the host name of the listen address when it is a
+// name (not an address), in lower case: a tokenless admin answers
+// requests addressed to it as well as to loopback names.
+func listenNames(listen string) []string {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil || host == "" || net.ParseIP(host) != nil {
+		return nil
+	}
+	return []string{strings.ToLower(host)}
 }
 
 // mountAdmin adds the admin API, the event browser and the queue dashboard

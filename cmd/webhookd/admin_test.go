@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -256,6 +257,21 @@ func TestProcessWithoutTokenSaysLoopbackOnly(t *testing.T) {
 	}
 	if !warned {
 		t.Error("start-up log does not say admin answers only on loopback")
+	}
+}
+
+func TestListenNames(t *testing.T) {
+	t.Parallel()
+	for given, expect := range map[string][]string{
+		":8080":                 nil,
+		"127.0.0.1:8080":        nil,
+		"[::1]:8080":            nil,
+		"Admin.Internal:8080":   {"admin.internal"},
+		"not an address at all": nil,
+	} {
+		if got := listenNames(given); !slices.Equal(got, expect) {
+			t.Errorf("listenNames(%q) = %q, want %q", given, got, expect)
+		}
 	}
 }
 

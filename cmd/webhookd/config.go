@@ -358,7 +358,8 @@ func (c *config) routes() jobs.Routes {
 func (c *config) gatewaySources() (map[string]gateway.Source, error) {
 	out := make(map[string]gateway.Source, len(c.Sources))
 	for _, s := range c.Sources {
-		v, err := verify.New(s.verifyConfig())
+		vc := s.verifyConfig()
+		v, err := verify.New(vc)
 		if err != nil {
 			return nil, err
 		}
@@ -366,7 +367,8 @@ func (c *config) gatewaySources() (map[string]gateway.Source, error) {
 		if err != nil {
 			return nil, err
 		}
-		src := gateway.Source{Scheme: s.Verify.Scheme, Verifier: v, EventID: id, Destinations: len(s.Destinations)}
+		src := gateway.Source{Scheme: s.Verify.Scheme, Verifier: v, EventID: id, Destinations: len(s.Destinations),
+			SignatureHeader: vc.WithDefaults().Header}
 		if s.Order != nil {
 			entity, _ := eventid.Parse(s.Order.Entity)
 			version, _ := eventid.Parse(s.Order.Version)

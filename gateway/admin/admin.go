@@ -8,10 +8,13 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway"
+	"github.com/webhookd/webhookd/gateway/textfield"
 	"github.com/webhookd/webhookd/jobs"
 )
 
@@ -38,8 +41,18 @@ type requeuer interface {
 // Config configures the admin surface.
 type Config struct {
 	// Token is the admin bearer token. Empty means admin answers only
-	// loopback peers.
+	// loopback peers, and only requests whose Host (and Origin, when
+	// sent) is a loopback address, localhost or one of Hosts: a web page
+	// that DNS rebinding points at 127.0.0.1 is refused.
 	Token string
+	// Hosts are more host names (lower case, without port) that a
+	// tokenless admin answers to, such as the listen address's name.
+	Hosts []string
+	// SessionTTL is how long a browser's sign-in lasts (the session
+	// cookie's Max-Age, also checked by the server). Defaults to 12h.
+	SessionTTL time.Duration
+	// Now returns the time for session expiry. Defaults to time.Now.
+	Now func() time.Time
 	// Routes are the configured sources and their destinations; replays
 	// go to these destinations.
 	Routes jobs.Routes
@@ -61,6 +74,12 @@ func (c Config) WithDefaults() Config {
 		c.BulkLimit = 1000
 	}
 	c.BulkLimit = min(c.BulkLimit, 1000)
+	if c.SessionTTL <= 0 {
+		c.SessionTTL = 12 * time.Hour
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -88,7 +107,7 @@ func New(events eventStore, runs runStore, q requeuer, cfg Config) *Admin {
 		runs:   runs,
 		queue:  q,
 		cfg:    cfg,
-		auth:   newAuthenticator(cfg.Token),
+		auth:   newAuthenticator(cfg),
 		log:    cfg.Logger,
 		pages:  parsePages(),
 	}
@@ -98,13 +117,24 @@ func New(events eventStore, runs runStore, q requeuer, cfg Config) *Admin {
 // answers only loopback peers.
 func (a *Admin) LoopbackOnly() bool { return a.cfg.Token == "" }
 
+// Body limits of the admin routes: the login form holds a token and a
+// path; the API's JSON, the replay forms and the dashboard's API calls
+// hold a few filter values.
+const (
+	loginBodyLimit = 4 << 10
+	adminBodyLimit = 64 << 10
+)
+
 // Mount adds the admin routes to e.
 func (a *Admin) Mount(e *echo.Echo) {
-	e.GET("/admin/login", a.login)
-	e.POST("/admin/login", a.login)
-	e.GET("/admin", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/admin/") }, a.middleware)
+	e.GET("/admin/login", a.login, gateway.LimitBody(loginBodyLimit), securityHeaders)
+	e.POST("/admin/login", a.login, gateway.LimitBody(loginBodyLimit), securityHeaders)
+	e.GET("/admin/assets/*", assets(), gateway.LimitBody(0), securityHeaders)
+	e.GET("/admin", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/admin/") },
+		gateway.LimitBody(adminBodyLimit), securityHeaders, a.middleware)
 
-	g := e.Group("/admin", a.middleware)
+	g := e.Group("/admin", gateway.LimitBody(adminBodyLimit), securityHeaders, a.middleware)
+	g.POST("/logout", a.logout)
 	g.GET("/events", a.listEvents)
 	g.GET("/events/:source/:id", a.getEvent)
 	g.POST("/events/:source/:id/replay", a.replayEvent)
@@ -113,6 +143,8 @@ func (a *Admin) Mount(e *echo.Echo) {
 	g.GET("/", a.browseList)
 	g.GET("/view/:source/:id", a.browseEvent)
 	g.POST("/view/:source/:id/replay", a.browseReplay)
+	g.GET("/view", a.browseEvent)
+	g.POST("/view/replay", a.browseReplay)
 
 	if a.cfg.Dashboard != nil {
 		g.GET("/queues", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/admin/queues/") })
@@ -162,7 +194,7 @@ func httpError(err error) error {
 		return echo.NewHTTPError(http.StatusNotFound, "event not found")
 	case errors.Is(err, ErrUnknownSource), errors.Is(err, ErrUnknownDestination):
 		return echo.NewHTTPError(http.StatusUnprocessableEntity, err.Error())
-	case errors.Is(err, dedupe.ErrBadCursor), errors.Is(err, ErrBadFilter):
+	case errors.Is(err, dedupe.ErrBadCursor), errors.Is(err, ErrBadFilter), errors.Is(err, textfield.ErrInvalid):
 		return echo.NewHTTPError(http.StatusBadRequest, err.Error())
 	case errors.Is(err, ErrEnqueueFailed):
 		return echo.NewHTTPError(http.StatusServiceUnavailable, strings.TrimSpace(err.Error()))

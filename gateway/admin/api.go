@@ -134,6 +134,9 @@ func (a *Admin) filterFrom(c echo.Context) (dedupe.EventFilter, error) {
 		Cursor:       c.QueryParam("cursor"),
 		Destinations: a.cfg.Routes.DestinationCounts(),
 	}
+	if err := checkText(textInput{"source", f.Source, maxNameBytes}, textInput{"cursor", f.Cursor, maxCursorBytes}); err != nil {
+		return f, echo.NewHTTPError(http.StatusBadRequest, err.Error())
+	}
 	if f.State != "" && !validState(f.State) {
 		return f, echo.NewHTTPError(http.StatusBadRequest, "unknown state "+strconv.Quote(f.State))
 	}
@@ -208,12 +211,24 @@ func unescape(c echo.Context, v string) (string, error) {
 	return url.PathUnescape(v)
 }
 
-// eventParams returns the :source and :id path parameters, unescaped.
+// eventParams returns the event a route names: its :source and :id path
+// parameters, unescaped, or on the page routes without path parameters
+// its source= and id= query parameters (see eventPageURL).
 func eventParams(c echo.Context) (string, string, error) {
-	source, err1 := unescape(c, c.Param("source"))
-	id, err2 := unescape(c, c.Param("id"))
-	if err := errors.Join(err1, err2); err != nil || source == "" || id == "" {
-		return "", "", echo.NewHTTPError(http.StatusBadRequest, "invalid source or event id in path")
+	source, id := c.QueryParam("source"), c.QueryParam("id")
+	if len(c.ParamNames()) > 0 {
+		var err1, err2 error
+		source, err1 = unescape(c, c.Param("source"))
+		id, err2 = unescape(c, c.Param("id"))
+		if err := errors.Join(err1, err2); err != nil {
+			return "", "", echo.NewHTTPError(http.StatusBadRequest, "invalid source or event id in path")
+		}
+	}
+	if source == "" || id == "" {
+		return "", "", echo.NewHTTPError(http.StatusBadRequest, "source and event id are required")
+	}
+	if err := checkText(textInput{"source", source, maxNameBytes}, textInput{"event id", id, maxIDBytes}); err != nil {
+		return "", "", echo.NewHTTPError(http.StatusBadRequest, err.Error())
 	}
 	return source, id, nil
 }

@@ -1,36 +1,34 @@
 package admin
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
+	"errors"
+	"mime"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 )
 
-// sessionCookie is the cookie the login page sets for browsers. Its value
-// is derived from the token (an HMAC), not the token itself.
-const sessionCookie = "webhookd_admin"
-
 // authenticator decides whether a request may use the admin surface.
 type authenticator struct {
-	token   string
-	session string // expected cookie value
-	cop     *http.CrossOriginProtection
+	token      string
+	sessionTTL time.Duration
+	now        func() time.Time
+	cop        *http.CrossOriginProtection
+	hosts      []string // names Host may carry without a token, besides loopback ones
 }
 
-func newAuthenticator(token string) *authenticator {
-	a := &authenticator{token: token, cop: http.NewCrossOriginProtection()}
-	if token != "" {
-		mac := hmac.New(sha256.New, []byte(token))
-		mac.Write([]byte("webhookd admin session v1"))
-		a.session = hex.EncodeToString(mac.Sum(nil))
+func newAuthenticator(cfg Config) *authenticator {
+	return &authenticator{
+		token: cfg.Token, sessionTTL: cfg.SessionTTL, now: cfg.Now,
+		cop: http.NewCrossOriginProtection(), hosts: cfg.Hosts,
 	}
-	return a
 }
 
 // equal compares in constant time; hashing first hides the length too.
@@ -49,12 +47,6 @@ func (a *authenticator) bearer(r *http.Request) bool {
 	return equal(strings.TrimSpace(tok), a.token)
 }
 
-// cookie reports whether r carries a valid session cookie.
-func (a *authenticator) cookie(r *http.Request) bool {
-	c, err := r.Cookie(sessionCookie)
-	return err == nil && equal(c.Value, a.session)
-}
-
 // isLoopback reports whether the TCP peer is on this host. It reads the
 // connection's address, never X-Forwarded-For, which a client can set.
 func isLoopback(r *http.Request) bool {
@@ -66,12 +58,41 @@ func isLoopback(r *http.Request) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// localName reports whether host (a Host header or an Origin's host,
+// with or without a port) names this server for a tokenless admin: a
+// loopback address, "localhost", or one of the configured names. A page
+// that DNS rebinding brought to the loopback interface carries its own
+// name, so it is refused.
+func (a *authenticator) localName(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	return host == "localhost" || slices.Contains(a.hosts, host)
+}
+
+// localOrigin reports whether an Origin header is absent or names this
+// server (see localName).
+func (a *authenticator) localOrigin(origin string) bool {
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && a.localName(u.Host)
+}
+
 // allowed reports whether r may use the admin surface, and if not, the
 // status and message to answer.
 func (a *authenticator) allowed(r *http.Request) (bool, int, string) {
 	if a.token == "" {
 		if !isLoopback(r) {
 			return false, http.StatusForbidden, "admin answers only on loopback when no admin_token is configured"
+		}
+		if !a.localName(r.Host) || !a.localOrigin(r.Header.Get("Origin")) {
+			return false, http.StatusForbidden, "admin without an admin_token answers only requests addressed to localhost (Host and Origin)"
 		}
 	} else if !a.bearer(r) && !a.cookie(r) {
 		return false, http.StatusUnauthorized, "missing or wrong admin token"
@@ -85,7 +106,6 @@ func (a *authenticator) allowed(r *http.Request) (bool, int, string) {
 // middleware guards every admin route.
 func (a *Admin) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		c.Response().Header().Set("Cache-Control", "no-store")
 		ok, code, msg := a.auth.allowed(c.Request())
 		if ok {
 			return next(c)
@@ -109,10 +129,19 @@ func wantsHTML(r *http.Request) bool {
 
 // login handles GET and POST /admin/login: the form takes the token and
 // sets the session cookie, so browsers (and the dashboard's own API
-// calls) are authenticated without a header.
+// calls) are authenticated without a header. It is the one admin route
+// that answers before authentication, so it reads only what the form
+// sends: an urlencoded body of at most loginBodyLimit bytes (415 for any
+// other type, 413 past the limit), never a multipart one.
 func (a *Admin) login(c echo.Context) error {
 	r := c.Request()
-	next := c.FormValue("next")
+	next := c.QueryParam("next")
+	if r.Method == http.MethodPost {
+		if err := parseForm(r); err != nil {
+			return err
+		}
+		next = r.PostForm.Get("next")
+	}
 	if !strings.HasPrefix(next, "/admin/") {
 		next = "/admin/"
 	}
@@ -125,17 +154,29 @@ func (a *Admin) login(c echo.Context) error {
 	if err := a.auth.cop.Check(r); err != nil {
 		return echo.NewHTTPError(http.StatusForbidden, "cross-origin request refused")
 	}
-	if !equal(c.FormValue("token"), a.auth.token) {
+	if !equal(r.PostForm.Get("token"), a.auth.token) {
 		a.requestLog(c).WarnContext(r.Context(), "admin login refused", "remote", r.RemoteAddr)
 		return a.render(c, http.StatusUnauthorized, "login", loginPage{Next: next, Message: "Wrong token."})
 	}
-	c.SetCookie(&http.Cookie{
-		Name:     sessionCookie,
-		Value:    a.auth.session,
-		Path:     "/admin",
-		HttpOnly: true,
-		Secure:   r.TLS != nil,
-		SameSite: http.SameSiteStrictMode,
-	})
+	c.SetCookie(a.auth.newSession(r.TLS != nil))
 	return c.Redirect(http.StatusSeeOther, next)
+}
+
+// parseForm parses a page form's urlencoded body into r.PostForm: 415
+// for another content type (a multipart body is never parsed, so never
+// spooled to disk), 413 past the route's body limit, 400 for a body that
+// does not parse.
+func parseForm(r *http.Request) error {
+	mt, _, err := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType))
+	if err != nil || mt != echo.MIMEApplicationForm {
+		return echo.NewHTTPError(http.StatusUnsupportedMediaType, "the form must be sent as application/x-www-form-urlencoded")
+	}
+	if err := r.ParseForm(); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return err
+		}
+		return echo.NewHTTPError(http.StatusBadRequest, "the form does not parse")
+	}
+	return nil
 }

@@ -121,12 +121,63 @@ func TestAuthLoopbackOnlyWithoutToken(t *testing.T) {
 		}
 	}
 	for _, peer := range []string{"127.0.0.1:40000", "[::1]:40000"} {
-		req := httptest.NewRequest("GET", "/admin/events", nil)
+		req := httptest.NewRequest("GET", "http://localhost/admin/events", nil)
 		req.RemoteAddr = peer
 		rec := httptest.NewRecorder()
 		b.gw.ServeHTTP(rec, req)
 		if rec.Code != http.StatusOK {
 			t.Errorf("GET /admin/events from %s: %d, want 200", peer, rec.Code)
+		}
+	}
+}
+
+// TestAuthTokenlessRefusesRebinding: without a token, a loopback peer is
+// answered only when Host (and Origin, when sent) names this server. A
+// page that DNS rebinding pointed at 127.0.0.1 carries its own name in
+// both and is refused, on every admin route.
+func TestAuthTokenlessRefusesRebinding(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{hosts: []string{"webhookd.test"}})
+	_, port, _ := strings.Cut(strings.TrimPrefix(b.srv.URL, "http://"), ":")
+	call := func(method, path, host, origin string) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, b.srv.URL+path, nil)
+		req.Host = host
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, r := range adminRoutes {
+		for _, h := range []struct{ host, origin string }{
+			{"rebind.example:" + port, ""},
+			{"rebind.example:" + port, "http://rebind.example:" + port},
+			{"localhost:" + port, "http://rebind.example:" + port},
+			{"127.0.0.1.nip.io:" + port, ""},
+			{"localhost.rebind.example", ""},
+			{"localhost:" + port, "null"},
+		} {
+			if code := call(r.method, r.path, h.host, h.origin); code != http.StatusForbidden {
+				t.Errorf("%s %s with Host %q, Origin %q: %d, want 403", r.method, r.path, h.host, h.origin, code)
+			}
+		}
+	}
+	for _, h := range []struct{ host, origin string }{
+		{"localhost:" + port, ""},
+		{"LocalHost:" + port, "http://localhost:" + port},
+		{"127.0.0.1:" + port, "http://127.0.0.1:" + port},
+		{"[::1]:" + port, ""},
+		{"webhookd.test:" + port, "https://webhookd.test"},
+	} {
+		if code := call("GET", "/admin/events", h.host, h.origin); code != http.StatusOK {
+			t.Errorf("GET /admin/events with Host %q, Origin %q: %d, want 200", h.host, h.origin, code)
 		}
 	}
 }

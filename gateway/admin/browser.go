@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"html/template"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -36,8 +37,8 @@ func parsePages() map[string]*template.Template {
 			return ""
 		},
 		"join":      strings.Join,
-		"eventURL":  eventURL,
-		"replayURL": func(source, id string) string { return eventURL(source, id) + "/replay" },
+		"eventURL":  func(source, id string) string { return eventPageURL("", source, id, nil) },
+		"replayURL": func(source, id string) string { return eventPageURL("/replay", source, id, nil) },
 	}
 	pages := map[string]*template.Template{}
 	for _, name := range []string{"list", "event", "login"} {
@@ -47,10 +48,29 @@ func parsePages() map[string]*template.Template {
 	return pages
 }
 
-// eventURL is the browser page of an event; ids are path-escaped.
-func eventURL(source, id string) string {
-	return "/admin/view/" + url.PathEscape(source) + "/" + url.PathEscape(id)
+// eventPageURL is the event page (suffix "") or its replay form's target
+// (suffix "/replay"), with query q. The source and id are path segments,
+// escaped, unless one is "." or "..": a browser resolves those away as
+// dot segments (also when escaped as %2E), so they go in the query of the
+// routes without path parameters instead.
+func eventPageURL(suffix, source, id string, q url.Values) string {
+	path := "/admin/view/" + url.PathEscape(source) + "/" + url.PathEscape(id) + suffix
+	if isDotSegment(source) || isDotSegment(id) {
+		path = "/admin/view" + suffix
+		q = maps.Clone(q)
+		if q == nil {
+			q = url.Values{}
+		}
+		q.Set("source", source)
+		q.Set("id", id)
+	}
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
 }
+
+func isDotSegment(s string) bool { return s == "." || s == ".." }
 
 // render writes page with data.
 func (a *Admin) render(c echo.Context, code int, page string, data any) error {
@@ -142,15 +162,18 @@ func (a *Admin) browseReplay(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	r := c.Request()
+	if err := parseForm(r); err != nil {
+		return err
+	}
 	req := ReplayRequest{
-		Source: source, EventID: id, Force: c.FormValue("force") == "true",
-		By: strings.TrimSpace(c.FormValue("by")), Reason: strings.TrimSpace(c.FormValue("reason")),
+		Source: source, EventID: id, Force: r.PostForm.Get("force") == "true",
+		By: strings.TrimSpace(r.PostForm.Get("by")), Reason: strings.TrimSpace(r.PostForm.Get("reason")),
 	}
 	res, err := a.replay(c.Request().Context(), a.requestLog(c), req)
-	back := eventURL(source, id)
 	switch {
 	case errors.Is(err, ErrEnqueueFailed):
-		return c.Redirect(http.StatusSeeOther, back+"?error=enqueue")
+		return c.Redirect(http.StatusSeeOther, eventPageURL("", source, id, url.Values{"error": {"enqueue"}}))
 	case err != nil:
 		return httpError(err)
 	}
@@ -162,7 +185,7 @@ func (a *Admin) browseReplay(c echo.Context) error {
 			flash = r.Action
 		}
 	}
-	return c.Redirect(http.StatusSeeOther, back+"?replayed="+url.QueryEscape(flash))
+	return c.Redirect(http.StatusSeeOther, eventPageURL("", source, id, url.Values{"replayed": {flash}}))
 }
 
 // showPayload renders a body for the page: indented JSON, text as is,

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,8 +38,9 @@ func chromiumPath(t *testing.T) string {
 }
 
 // newBrowser starts headless Chromium for the test and accepts every
-// JavaScript dialog (the force replay's confirmation).
-func newBrowser(t *testing.T) context.Context {
+// JavaScript dialog (the force replay's confirmation), counting them in
+// dialogs.
+func newBrowser(t *testing.T, dialogs *atomic.Int64) context.Context {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath(t)),
@@ -57,12 +59,13 @@ func newBrowser(t *testing.T) context.Context {
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
 	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
-	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	opening := chromedp.Events(ctx, page.JavascriptDialogOpening)
 	go func() {
-		for _, err := range dialogs {
+		for _, err := range opening {
 			if err != nil {
 				return
 			}
+			dialogs.Add(1)
 			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
 		}
 	}()
@@ -94,7 +97,8 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 
 func TestBrowserReplayFailedEvent(t *testing.T) {
 	t.Parallel()
-	ctx := newBrowser(t)
+	var dialogs atomic.Int64
+	ctx := newBrowser(t, &dialogs)
 	b := setup(t, options{token: "browser-token"})
 
 	b.send(t, "evt_ok")
@@ -112,6 +116,10 @@ func TestBrowserReplayFailedEvent(t *testing.T) {
 		chromedp.Submit(chromedp.CSS(`input[name=token]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#events`)),
 	)
+	// The page's own stylesheet applies under its Content-Security-Policy.
+	if bg := evaluate(t, ctx, `getComputedStyle(document.querySelector("header")).backgroundColor`); bg != "rgb(29, 35, 48)" {
+		t.Errorf("header background %q: the stylesheet did not load", bg)
+	}
 	list := text(t, ctx, `#events`)
 	if !strings.Contains(list, "evt_ok") || !strings.Contains(list, "evt_broken") || !strings.Contains(list, "failed") {
 		t.Fatalf("event list does not show both events and the failed state:\n%s", list)
@@ -166,6 +174,71 @@ func TestBrowserReplayFailedEvent(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#flash`)),
 	)
 	pipelinetest.Eventually(t, 20*time.Second, "the forced #2 call", func() bool { return b.dest.calls(key+"#2") == 1 })
+	if n := dialogs.Load(); n != 1 {
+		t.Errorf("%d confirmation dialogs for the force replay, want 1 (the page's script must run under its CSP)", n)
+	}
+
+	// Signing out ends the session: the next page asks for the token.
+	step(t, ctx, "signing out",
+		chromedp.Click(chromedp.CSS(`#sign-out`)),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
+		chromedp.Navigate(b.srv.URL+"/admin/"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
+	)
+}
+
+// TestBrowserDotIDs: events whose ids are "." and ".." open from the
+// list and replay from their page, although a browser resolves such path
+// segments away.
+func TestBrowserDotIDs(t *testing.T) {
+	t.Parallel()
+	var dialogs atomic.Int64
+	ctx := newBrowser(t, &dialogs)
+	b := setup(t, options{token: "dots"})
+	for _, id := range []string{".", ".."} {
+		b.send(t, id)
+		b.waitState(t, id, dedupe.StatusDone)
+	}
+	step(t, ctx, "signing in",
+		chromedp.Navigate(b.srv.URL+"/admin/login?next=/admin/"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), "dots"),
+		chromedp.Submit(chromedp.CSS(`input[name=token]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#events`)),
+	)
+	for _, id := range []string{".", ".."} {
+		step(t, ctx, "opening event "+id,
+			chromedp.Navigate(b.srv.URL+"/admin/"),
+			chromedp.Click(chromedp.Search(`//a[contains(@class,"event-link") and text()="`+id+`"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#replay`)),
+		)
+		if h := text(t, ctx, `h1`); !strings.Contains(h, "stripe / "+id+" ") {
+			t.Errorf("event page for %q shows %q", id, h)
+		}
+		step(t, ctx, "replaying event "+id,
+			chromedp.Click(chromedp.CSS(`#replay`)),
+			chromedp.WaitVisible(chromedp.CSS(`#flash`)),
+		)
+		if flash := text(t, ctx, `#flash`); !strings.Contains(flash, "already delivered") {
+			t.Errorf("replay of %q: flash %q, want the stored result", id, flash)
+		}
+		if h := text(t, ctx, `h1`); !strings.Contains(h, "stripe / "+id+" ") {
+			t.Errorf("after the replay of %q the page shows %q", id, h)
+		}
+	}
+}
+
+// evaluate returns the string value of a JavaScript expression on the
+// current page.
+func evaluate(t *testing.T, ctx context.Context, expr string) string {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := chromedp.Run(sctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		t.Fatalf("evaluating %s: %v", expr, err)
+	}
+	return out
 }
 
 // saveScreenshot keeps the screenshot under the test's temp dir, and also

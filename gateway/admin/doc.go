@@ -7,15 +7,26 @@
 //	POST /admin/replay                    bulk replay by filter (dry run by default, capped)
 //	GET  /admin/                          event browser (server-rendered HTML)
 //	GET  /admin/view/:source/:id          event page with Replay buttons
+//	GET  /admin/view?source=&id=          the same, for the ids "." and ".." (a browser
+//	                                      resolves them away as path segments)
 //	     /admin/queues/                   the Asynq dashboard (asynqmon)
-//	     /admin/login                     sets the session cookie for browsers
+//	     /admin/login                     sets the session cookie for browsers (12h)
+//	POST /admin/logout                    clears it
+//	GET  /admin/assets/                   the pages' stylesheet and script (no token needed)
 //
-// Every route is behind one check: with a token configured, a request
-// must carry "Authorization: Bearer <token>" (or the session cookie the
-// login page sets), compared in constant time; without a token, only
-// loopback peers are answered. State-changing requests from another
-// origin are refused (net/http's CrossOriginProtection), so a web page
-// cannot make an operator's browser replay events.
+// Every route but login and assets is behind one check: with a token
+// configured, a request must carry "Authorization: Bearer <token>" (or
+// the session cookie the login page sets), compared in constant time;
+// without a token, only loopback peers are answered, and only when the
+// request's Host (and Origin, when sent) names this server: a loopback
+// address, localhost, or the listen address's name (Config.Hosts). A web
+// page that DNS rebinding pointed at 127.0.0.1 names its own host and is
+// refused. State-changing requests from another origin are refused
+// (net/http's CrossOriginProtection), so a web page cannot make an
+// operator's browser replay events.
+//
+// Every answer forbids framing (X-Frame-Options: DENY); the pages'
+// Content-Security-Policy admits only their own stylesheet and script.
 //
 // Replay is safe by default: a done run answers with its stored result
 // and calls nothing; a failed or dead run is retried with the same key

@@ -7,11 +7,41 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway/textfield"
 )
 
 // ErrBadFilter is returned for a filter value that cannot be understood
 // (an unknown state, a time that does not parse).
 var ErrBadFilter = errors.New("invalid filter")
+
+// Bounds of the text an admin request brings: names (sources,
+// destinations), event ids, cursors, and the by and reason a replay
+// records.
+const (
+	maxNameBytes   = 128
+	maxIDBytes     = 1024
+	maxCursorBytes = 2048
+	maxNoteBytes   = 1024
+)
+
+// textInput is one text value of an admin request, named for errors.
+type textInput struct {
+	name, value string
+	max         int
+}
+
+// checkText returns nil when every value is one line of UTF-8 text within
+// its bound, else an error naming the first that is not, wrapping
+// textfield.ErrInvalid (400). Values reach Postgres text columns and log
+// lines; Postgres refuses NUL and invalid UTF-8.
+func checkText(inputs ...textInput) error {
+	for _, in := range inputs {
+		if err := textfield.CheckLine(in.value, in.max); err != nil {
+			return fmt.Errorf("%s: %w", in.name, err)
+		}
+	}
+	return nil
+}
 
 // States lists the event states a filter may name, in the order the
 // browser offers them.

@@ -77,6 +77,8 @@ type bundle struct {
 
 type options struct {
 	token       string
+	hosts       []string
+	now         func() time.Time
 	maxAttempts int
 }
 
@@ -96,6 +98,8 @@ func setup(t *testing.T, o options) *bundle {
 	gw := gateway.New(gateway.Config{Registry: prometheus.NewRegistry(), Logger: log}, nil, nil)
 	adm := admin.New(p.Store, p.Store, p.Enqueuer, admin.Config{
 		Token:     o.token,
+		Hosts:     o.hosts,
+		Now:       o.now,
 		Routes:    p.Routes,
 		Dashboard: admin.NewDashboard(p.Redis.Client, true),
 		Logger:    log,

@@ -100,6 +100,11 @@ func (a *Admin) replay(ctx context.Context, log *slog.Logger, req ReplayRequest)
 		req.By = "admin"
 	}
 	res := ReplayResult{Source: req.Source, EventID: req.EventID}
+	if err := checkText(textInput{"source", req.Source, maxNameBytes}, textInput{"event id", req.EventID, maxIDBytes},
+		textInput{"destination", req.Destination, maxNameBytes}, textInput{"by", req.By, maxNoteBytes},
+		textInput{"reason", req.Reason, maxNoteBytes}); err != nil {
+		return res, err
+	}
 	dests, err := a.destinations(req.Source)
 	if err != nil {
 		return res, err
@@ -273,6 +278,10 @@ func (a *Admin) bulkReplayWith(ctx context.Context, log *slog.Logger, req BulkRe
 		limit = min(defaultBulkLimit, a.cfg.BulkLimit)
 	}
 	limit = min(limit, a.cfg.BulkLimit)
+	if err := checkText(textInput{"source", req.Source, maxNameBytes}, textInput{"cursor", req.Cursor, maxCursorBytes},
+		textInput{"by", req.By, maxNoteBytes}, textInput{"reason", req.Reason, maxNoteBytes}); err != nil {
+		return BulkResult{}, err
+	}
 	if req.State != "" && !validState(req.State) {
 		return BulkResult{}, fmt.Errorf("%w: unknown state %q", ErrBadFilter, req.State)
 	}

@@ -22,11 +22,11 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/webhookd/webhookd/gateway/textfield"
 )
 
 // MaxLen is the longest id Extract returns, in bytes.
@@ -119,37 +119,8 @@ func (e Extractor) Extract(header http.Header, body []byte) (string, error) {
 	if id == "" {
 		return "", fmt.Errorf("%w (%s)", ErrMissing, e.spec)
 	}
-	if err := check(id); err != nil {
-		return "", fmt.Errorf("%w (%s): %s", ErrInvalid, e.spec, err)
+	if err := textfield.CheckLine(id, MaxLen); err != nil {
+		return "", fmt.Errorf("%w (%s): %w", ErrInvalid, e.spec, err)
 	}
 	return id, nil
-}
-
-type checkError string
-
-func (c checkError) Error() string { return string(c) }
-
-func check(id string) error {
-	if len(id) > MaxLen {
-		return checkError("longer than 255 bytes")
-	}
-	for i := 0; i < len(id); {
-		c := id[i]
-		if c < utf8.RuneSelf {
-			if c < 0x20 || c == 0x7f {
-				return checkError("contains control characters")
-			}
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(id[i:])
-		if r == utf8.RuneError && n == 1 {
-			return checkError("not valid UTF-8")
-		}
-		if unicode.IsControl(r) {
-			return checkError("contains control characters")
-		}
-		i += n
-	}
-	return nil
 }

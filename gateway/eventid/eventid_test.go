@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/webhookd/webhookd/gateway/textfield"
 )
 
 func TestParse(t *testing.T) {
@@ -103,8 +105,12 @@ func TestExtract(t *testing.T) {
 	}
 }
 
-func TestCheck(t *testing.T) {
+func TestExtractRefusesInvalidIDs(t *testing.T) {
 	t.Parallel()
+	e, err := Parse("header:X-Id")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for id, ok := range map[string]bool{
 		"evt_1":                  true,
 		"a b":                    true,
@@ -116,8 +122,9 @@ func TestCheck(t *testing.T) {
 		strings.Repeat("z", 255): true,
 		strings.Repeat("z", 256): false,
 	} {
-		if got := check(id) == nil; got != ok {
-			t.Errorf("check(%q) ok = %v, want %v", id, got, ok)
+		got, err := e.Extract(http.Header{"X-Id": {id}}, nil)
+		if (err == nil) != ok || err != nil && !errors.Is(err, ErrInvalid) || err == nil && got != id {
+			t.Errorf("Extract of %q = %q, %v; want ok %v", id, got, err, ok)
 		}
 	}
 }
@@ -148,7 +155,7 @@ func FuzzExtract(f *testing.F) {
 			}
 			return
 		}
-		if id == "" || len(id) > MaxLen || !utf8.ValidString(id) || check(id) != nil {
+		if id == "" || len(id) > MaxLen || !utf8.ValidString(id) || textfield.CheckLine(id, MaxLen) != nil {
 			t.Fatalf("Extract returned bad id %q", id)
 		}
 		again, err2 := e.Extract(h, body)

@@ -63,6 +63,8 @@ type Options struct {
 	NoWorker bool
 	// Order, when set, orders every source's events by these json: paths.
 	OrderEntity, OrderVersion string
+	// Logger receives the pipeline's logs. Defaults to the test's log.
+	Logger *slog.Logger
 	// Schema and Redis reuse existing ones (a second replica).
 	Schema *pgtest.Schema
 	Redis  *redistest.DB
@@ -101,7 +103,10 @@ func Start(t testing.TB, opts Options) *Pipeline {
 	if opts.Lease == 0 {
 		opts.Lease = 30 * time.Second
 	}
-	log := logtest.New(t, slog.LevelInfo)
+	log := opts.Logger
+	if log == nil {
+		log = logtest.New(t, slog.LevelInfo)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 
 	store := dedupe.New(opts.Schema.Pool)
@@ -168,7 +173,8 @@ func Start(t testing.TB, opts Options) *Pipeline {
 		if err != nil {
 			t.Fatalf("source %s: %v", spec.Name, err)
 		}
-		src := gateway.Source{Scheme: vcfg.Scheme, Verifier: v, EventID: id, Destinations: len(routes[spec.Name])}
+		src := gateway.Source{Scheme: vcfg.Scheme, Verifier: v, EventID: id, Destinations: len(routes[spec.Name]),
+			SignatureHeader: vcfg.WithDefaults().Header}
 		if opts.OrderEntity != "" {
 			e, _ := eventid.Parse(opts.OrderEntity)
 			ver, _ := eventid.Parse(opts.OrderVersion)

@@ -1,0 +1,103 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/webhookd/webhookd/gateway/textfield"
+)
+
+// The headers stored with an event, shown on its admin page, are the
+// sender's, bounded, without credentials (docs/providers.md, "Stored
+// headers", keeps the same lists for operators):
+//
+//   - A header whose lower-case name contains one of credentialWords (the
+//     hop's Authorization and Cookie among them) is not stored: it is a
+//     credential of the hop to webhookd, such as X-Api-Key, X-Auth-Token
+//     or X-Gitlab-Token, not part of the event. notCredentials are
+//     exceptions: ids whose names contain such a word.
+//   - A header whose name contains one of signatureWords, or is the
+//     source's own signature header, is stored masked, its length only:
+//     a signature with its body would let whoever reads the admin page
+//     send the request again.
+//   - What is stored is at most maxStoredHeaderBytes of names and values
+//     in maxStoredHeaderValues values; a request with more is refused
+//     (431), not stored cut.
+const (
+	// maxStoredHeaderBytes bounds the stored headers' names and values.
+	maxStoredHeaderBytes = 16 << 10
+	// maxStoredHeaderValues bounds how many header values are stored.
+	maxStoredHeaderValues = 100
+)
+
+// credentialWords mark a header that is not stored.
+var credentialWords = []string{
+	"authorization", "cookie", "token", "secret", "password", "passwd",
+	"api-key", "apikey", "access-key", "private-key", "subscription-key",
+	"credential", "session", "x-auth",
+}
+
+// notCredentials are stored although a credential word is in their name.
+var notCredentials = []string{"i-twilio-idempotency-token"}
+
+// signatureWords mark a header that is stored masked.
+var signatureWords = []string{"signature", "hmac"}
+
+// storedHeaders returns the headers worth storing as a JSON object, as
+// the policy above says; signatureHeader is the source's own signature
+// header, if it has one. A value that is not valid UTF-8 is stored with
+// U+FFFD in place of its bad bytes (as JSON must); a NUL or an invalid
+// name is ErrInvalidHeader, and more than the bounds is
+// ErrHeadersTooLarge.
+func storedHeaders(h http.Header, signatureHeader string) ([]byte, error) {
+	keep := make(http.Header, len(h))
+	size, count := 0, 0
+	for name, values := range h {
+		if !httpguts.ValidHeaderFieldName(name) {
+			return nil, fmt.Errorf("%w: a header name is not a token", ErrInvalidHeader)
+		}
+		lower := strings.ToLower(name)
+		if containsAny(lower, credentialWords) && !slices.Contains(notCredentials, lower) {
+			continue
+		}
+		masked := containsAny(lower, signatureWords) || strings.EqualFold(name, signatureHeader)
+		count += len(values)
+		vs := make([]string, len(values))
+		for i, v := range values {
+			if masked {
+				v = "[masked: " + strconv.Itoa(len(v)) + " bytes]"
+			}
+			size += len(name) + len(v)
+			if size > maxStoredHeaderBytes || count > maxStoredHeaderValues {
+				return nil, fmt.Errorf("%w (at most %d bytes in %d values, credentials not counted)",
+					ErrHeadersTooLarge, maxStoredHeaderBytes, maxStoredHeaderValues)
+			}
+			v = strings.ToValidUTF8(v, "\uFFFD")
+			if err := textfield.Check(v, maxStoredHeaderBytes); err != nil {
+				return nil, fmt.Errorf("%w: %s: %w", ErrInvalidHeader, name, err)
+			}
+			vs[i] = v
+		}
+		keep[name] = vs
+	}
+	b, err := json.Marshal(keep)
+	if err != nil {
+		return nil, fmt.Errorf("error encoding headers: %w", err)
+	}
+	return b, nil
+}
+
+func containsAny(s string, words []string) bool {
+	for _, w := range words {
+		if strings.Contains(s, w) {
+			return true
+		}
+	}
+	return false
+}

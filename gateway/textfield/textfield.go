@@ -1,0 +1,58 @@
+// Package textfield checks strings before webhookd stores them in a text
+// column or writes them to a log line: Postgres refuses invalid UTF-8 and
+// NUL in text (SQLSTATE 22021, failing the whole statement that carried
+// the value), and a value without a bound costs storage, log volume and
+// index room. The gateway checks what a request brings at the edge and
+// answers 400, so such a value never reaches a statement.
+package textfield
+
+import (
+	"errors"
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+)
+
+// ErrInvalid is wrapped by every error of Check and CheckLine; the
+// wrapping message says what is wrong, never the value itself.
+var ErrInvalid = errors.New("invalid text")
+
+// Check returns nil when s is valid UTF-8, holds no NUL and is at most
+// max bytes long, and otherwise an error wrapping ErrInvalid.
+func Check(s string, max int) error {
+	return check(s, max, false)
+}
+
+// CheckLine is Check for one-line values (ids, names, filters): it also
+// refuses every control character (C0, DEL and C1).
+func CheckLine(s string, max int) error {
+	return check(s, max, true)
+}
+
+func check(s string, max int, line bool) error {
+	if len(s) > max {
+		return fmt.Errorf("%w: longer than %d bytes", ErrInvalid, max)
+	}
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == 0:
+				return fmt.Errorf("%w: contains NUL", ErrInvalid)
+			case line && (c < 0x20 || c == 0x7f):
+				return fmt.Errorf("%w: contains control characters", ErrInvalid)
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			return fmt.Errorf("%w: not valid UTF-8", ErrInvalid)
+		}
+		if line && unicode.IsControl(r) {
+			return fmt.Errorf("%w: contains control characters", ErrInvalid)
+		}
+		i += n
+	}
+	return nil
+}

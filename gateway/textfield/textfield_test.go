@@ -1,0 +1,35 @@
+package textfield_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/webhookd/webhookd/gateway/textfield"
+)
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		given                     string
+		expectCheck, expectInLine bool
+	}{
+		{"evt_1", true, true},
+		{"", true, true},
+		{"ünïcödé ✓", true, true},
+		{"tab\there", true, false},
+		{"new\nline", true, false},
+		{"del\x7f", true, false},
+		{"c1\u0085", true, false},
+		{"nul\x00", false, false},
+		{"bad\xff", false, false},
+		{"cut\xe2\x9c", false, false},
+		{"0123456789abcdefg", false, false}, // over the 16 bytes allowed below
+	} {
+		if err := textfield.Check(tc.given, 16); (err == nil) != tc.expectCheck || err != nil && !errors.Is(err, textfield.ErrInvalid) {
+			t.Errorf("Check(%q) = %v, want ok %v", tc.given, err, tc.expectCheck)
+		}
+		if err := textfield.CheckLine(tc.given, 16); (err == nil) != tc.expectInLine || err != nil && !errors.Is(err, textfield.ErrInvalid) {
+			t.Errorf("CheckLine(%q) = %v, want ok %v", tc.given, err, tc.expectInLine)
+		}
+	}
+}
