@@ -1,6 +1,10 @@
 package dedupe
 
-import "context"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // RunBatcher claims and finishes runs with group commit: concurrent
 // workers' claims share one statement, and so do their outcomes. It has
@@ -17,8 +21,14 @@ func NewRunBatcher(s *Store, cfg BatcherConfig) *RunBatcher {
 	return &RunBatcher{
 		Store:  s,
 		claims: newGroupCommit(cfg, s.claimBatch),
-		finishes: newGroupCommit(cfg, func(ctx context.Context, reqs []finishRequest) ([]finishResult, error) {
-			return finishRounds(ctx, s.pool, reqs)
+		finishes: newGroupCommit(cfg, func(ctx context.Context, reqs []finishRequest) (out []finishResult, err error) {
+			// One transaction, so a batch that fails (and is split and
+			// retried by groupCommit) left nothing of an earlier round.
+			err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+				out, err = finishRounds(ctx, tx, reqs)
+				return err
+			})
+			return out, err
 		}),
 	}
 }
