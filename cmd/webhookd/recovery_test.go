@@ -60,7 +60,7 @@ func pendingTasks(rdb *redis.Client, queue string) int64 {
 }
 
 // everyDelivered waits until each id's key has been called and every
-// run is done.
+// run is done, each within the given time.
 func everyDelivered(t *testing.T, schema *pgtest.Schema, dest *faultSink, ids []string, within time.Duration) {
 	t.Helper()
 	pipelinetest.Eventually(t, within, fmt.Sprintf("all %d events delivered", len(ids)), func() bool {
@@ -71,7 +71,7 @@ func everyDelivered(t *testing.T, schema *pgtest.Schema, dest *faultSink, ids []
 		}
 		return true
 	})
-	pipelinetest.Eventually(t, 10*time.Second, "every run done", func() bool {
+	pipelinetest.Eventually(t, within, "every run done", func() bool {
 		return schema.Int(t, `SELECT count(*) FROM job_runs WHERE status = 'done'`) == len(ids)
 	})
 }
