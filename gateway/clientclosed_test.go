@@ -38,7 +38,7 @@ func TestSenderGoneIsNotAnError(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(short, http.MethodPost, p.Server.URL+"/webhooks/stripe", bytes.NewReader(body))
+	req, _ := http.NewRequestWithContext(short, http.MethodPost, p.URL+"/webhooks/stripe", bytes.NewReader(body))
 	req.Header = h
 	req.Header.Set("Content-Type", "application/json")
 	if resp, err := http.DefaultClient.Do(req); err == nil {

@@ -76,7 +76,7 @@ func TestIngestRefusesUnstorableFields(t *testing.T) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Trace", "a\x00b")
 	rec := httptest.NewRecorder()
-	p.Server.Config.Handler.ServeHTTP(rec, req)
+	p.Process.Handler().ServeHTTP(rec, req)
 	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "X-Trace") {
 		t.Errorf("NUL in a header: %d %s, want 400 naming X-Trace", rec.Code, rec.Body)
 	}

@@ -360,7 +360,7 @@ func TestCancelledRequestKeepsItsPayload(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.Server.URL+"/webhooks/"+pipelinetest.Source, bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+"/webhooks/"+pipelinetest.Source, bytes.NewReader(body))
 		if err != nil {
 			return err
 		}

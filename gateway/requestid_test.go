@@ -32,12 +32,13 @@ func TestRequestIDIsShortAndSafe(t *testing.T) {
 		{"/webhooks/stripe", strings.Repeat("x", 10<<10), false},
 		{"/webhooks/stripe", "<script>alert(1)</script>", false},
 		{"/webhooks/stripe", "tab\there", false},
-		{"/healthz", strings.Repeat("h", 300<<10), false},
+		// Under the server's 64 KiB header limit (past it, net/http answers 431).
+		{"/healthz", strings.Repeat("h", 32<<10), false},
 	} {
 		body := eventBody("evt_rid_" + string(rune('a'+i)))
-		req, _ := http.NewRequest(http.MethodPost, p.Server.URL+tc.givenPath, bytes.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, p.URL+tc.givenPath, bytes.NewReader(body))
 		if tc.givenPath == "/healthz" {
-			req, _ = http.NewRequest(http.MethodGet, p.Server.URL+tc.givenPath, nil)
+			req, _ = http.NewRequest(http.MethodGet, p.URL+tc.givenPath, nil)
 		}
 		for k, v := range signed(body) {
 			req.Header[k] = v

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -15,28 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/webhookd/webhookd/dedupe"
-	"github.com/webhookd/webhookd/gateway/eventid"
-	"github.com/webhookd/webhookd/gateway/verify"
 )
-
-// Source is one configured sender, ready to receive.
-type Source struct {
-	// Scheme is the verify scheme's name (slack answers challenges).
-	Scheme string
-	// Verifier checks signatures.
-	Verifier verify.Verifier
-	// SignatureHeader is the source's signature header when its name
-	// does not say so (hmac-sha256's verify.header): it is stored
-	// masked, like every header named for a signature.
-	SignatureHeader string
-	// EventID extracts the sender's event id.
-	EventID eventid.Extractor
-	// OrderEntity and OrderVersion, when set, extract the ordering guard's
-	// inputs.
-	OrderEntity, OrderVersion *eventid.Extractor
-	// Destinations is how many destinations the source has (for states).
-	Destinations int
-}
 
 // recorder records a delivery of an event; *dedupe.Batcher satisfies it.
 type recorder interface {
@@ -108,6 +88,13 @@ type Server struct {
 	handoff  handoff
 	metrics  *metrics
 	log      *slog.Logger
+
+	// mu guards the HTTP server Serve starts and whether Shutdown came
+	// first, so a shutdown that races the start never leaves a server
+	// running.
+	mu       sync.Mutex
+	http     *http.Server
+	shutDown bool
 }
 
 // New builds the server. rec and h may be nil when cfg has no sources.
@@ -145,8 +132,14 @@ func (s *Server) Echo() *echo.Echo { return s.echo }
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
 
-// Serve accepts connections on l until Shutdown.
+// Serve accepts connections on l until Shutdown. After Shutdown it closes
+// l and returns at once.
 func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.shutDown {
+		s.mu.Unlock()
+		return l.Close()
+	}
 	srv := &http.Server{
 		Handler:           s.echo,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -155,17 +148,25 @@ func (s *Server) Serve(l net.Listener) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	s.echo.Server = srv
-	s.echo.Listener = l
+	s.http = srv
+	s.mu.Unlock()
 	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("error serving http: %w", err)
 	}
 	return nil
 }
 
-// Shutdown stops accepting and waits for in-flight requests until ctx ends.
+// Shutdown stops accepting and waits for in-flight requests until ctx
+// ends. Called before Serve, it makes Serve return at once.
 func (s *Server) Shutdown(ctx context.Context) error {
-	return s.echo.Shutdown(ctx)
+	s.mu.Lock()
+	s.shutDown = true
+	srv := s.http
+	s.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	return srv.Shutdown(ctx)
 }
 
 func (s *Server) healthz(c echo.Context) error {

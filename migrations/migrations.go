@@ -19,6 +19,7 @@ import (
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -42,6 +43,57 @@ func Up(ctx context.Context, databaseURL string) (uint, error) {
 // reached.
 func UpTo(ctx context.Context, databaseURL string, version uint) (uint, error) {
 	return run(ctx, databaseURL, func(m *migrate.Migrate) error { return m.Migrate(version) })
+}
+
+// ErrSchemaMismatch is returned by Check when the database's schema is
+// not the version this binary ships.
+var ErrSchemaMismatch = errors.New("database schema does not match this binary")
+
+// Latest returns the version of the newest embedded migration.
+func Latest() uint {
+	source, err := iofs.New(files, ".")
+	if err != nil {
+		panic(fmt.Sprintf("embedded migrations: %v", err))
+	}
+	defer source.Close()
+	v, err := source.First()
+	for err == nil {
+		var next uint
+		if next, err = source.Next(v); err == nil {
+			v = next
+		}
+	}
+	return v
+}
+
+// Check returns nil when the database at databaseURL is at Latest and no
+// migration was left half applied, else an error wrapping
+// ErrSchemaMismatch that says what to run. Commands that only read or
+// replay call it instead of migrating, so an operator's command never
+// changes the schema under running processes.
+func Check(ctx context.Context, databaseURL string) error {
+	conn, err := pgx.Connect(ctx, databaseURL)
+	if err != nil {
+		return fmt.Errorf("error connecting to check the schema: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var (
+		version int64
+		dirty   bool
+	)
+	err = conn.QueryRow(ctx, `SELECT version, dirty FROM schema_migrations`).Scan(&version, &dirty)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "42P01", errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("%w: the database has no webhookd schema yet; run webhookd migrate (or start a webhookd process)", ErrSchemaMismatch)
+	case err != nil:
+		return fmt.Errorf("error reading the schema version: %w", err)
+	case dirty:
+		return fmt.Errorf("%w: migration %d was left half applied; see the migration's logs", ErrSchemaMismatch, version)
+	case uint(version) != Latest():
+		return fmt.Errorf("%w: the database is at version %d, this binary expects %d; run webhookd migrate with the newer of the two", ErrSchemaMismatch, version, Latest())
+	}
+	return nil
 }
 
 // Down reverts every migration. It exists for tests and for operators

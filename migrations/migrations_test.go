@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -184,5 +186,29 @@ func TestRecoveryFromPostgresMigration(t *testing.T) {
 	var state string
 	if err := pool.QueryRow(ctx, `SELECT state FROM delivery_attempts`).Scan(&state); err != nil || state != "finished" {
 		t.Errorf("a call logged before 0011: state %q (%v), want finished", state, err)
+	}
+}
+
+// TestCheck: operator commands check the schema instead of migrating; a
+// schema that is missing, behind or ahead of the binary is an error that
+// says what to run.
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, _ := emptySchema(t)
+	if err := migrations.Check(ctx, url); !errors.Is(err, migrations.ErrSchemaMismatch) || !strings.Contains(err.Error(), "webhookd migrate") {
+		t.Fatalf("empty schema: %v, want ErrSchemaMismatch saying to migrate", err)
+	}
+	if _, err := migrations.UpTo(ctx, url, migrations.Latest()-1); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrations.Check(ctx, url); !errors.Is(err, migrations.ErrSchemaMismatch) {
+		t.Fatalf("schema one behind: %v, want ErrSchemaMismatch", err)
+	}
+	if _, err := migrations.Up(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrations.Check(ctx, url); err != nil {
+		t.Fatalf("current schema: %v", err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/webhookd/webhookd"
 	"github.com/webhookd/webhookd/gateway/verify"
 	"github.com/webhookd/webhookd/internal/logtest"
 	"github.com/webhookd/webhookd/internal/pgtest"
@@ -58,28 +58,23 @@ sources:
 	}
 	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ctx, cancel := context.WithCancel(context.Background())
-	addr := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg, roles{gateway: true, worker: true}, log, func(a net.Addr) { addr <- a }) }()
+	pcfg, err := cfg.process(webhookd.Roles{Gateway: true, Worker: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := webhookd.Start(context.Background(), pcfg, log)
+	if err != nil {
+		t.Fatalf("process did not start: %v\n%s", err, logs.String())
+	}
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := p.Stop(context.Background()); err != nil {
 			t.Errorf("process: %v", err)
 		}
 		if t.Failed() {
 			t.Logf("process logs:\n%s", logs.String())
 		}
 	})
-	select {
-	case a := <-addr:
-		return "http://" + a.String(), cfg, schema, dest, logs
-	case err := <-done:
-		t.Fatalf("process stopped: %v\n%s", err, logs.String())
-	case <-time.After(time.Minute):
-		t.Fatal("process did not start")
-	}
-	return "", nil, nil, nil, nil
+	return "http://" + p.Addr().String(), cfg, schema, dest, logs
 }
 
 func sendSigned(t *testing.T, base string, cfg *config, id string, secretOK bool) int {

@@ -15,8 +15,8 @@ import (
 	"github.com/hibiken/asynq"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/webhookd/webhookd"
 	"github.com/webhookd/webhookd/gateway"
-	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
 	"github.com/webhookd/webhookd/jobs"
 )
@@ -271,19 +271,16 @@ func (c *config) validate() error {
 			return c.fieldError(fmt.Sprintf("duplicate source name %q", s.Name), "sources", i, "name")
 		}
 		seen[s.Name] = true
-		if _, err := verify.New(s.verifyConfig()); err != nil {
-			return c.fieldError(err.Error(), "sources", i, "verify")
-		}
-		if _, err := eventid.Parse(s.eventIDSpec()); err != nil {
-			return c.fieldError(err.Error(), "sources", i, "event_id")
-		}
-		if s.Order != nil {
-			if _, err := eventid.Parse(s.Order.Entity); err != nil {
-				return c.fieldError(err.Error(), "sources", i, "order", "entity")
+		if _, err := gateway.NewSource(s.sourceSpec()); err != nil {
+			var se *gateway.SourceError
+			if !errors.As(err, &se) {
+				return c.fieldError(err.Error(), "sources", i)
 			}
-			if _, err := eventid.Parse(s.Order.Version); err != nil {
-				return c.fieldError(err.Error(), "sources", i, "order", "version")
+			path := []any{"sources", i}
+			for _, part := range strings.Split(se.Field, ".") {
+				path = append(path, part)
 			}
+			return c.fieldError(se.Err.Error(), path...)
 		}
 		if len(s.Destinations) == 0 {
 			return c.fieldError("at least one destination is required", "sources", i, "destinations")
@@ -335,6 +332,47 @@ func (s sourceConf) eventIDSpec() string {
 	return verify.DefaultEventID(s.Verify.Scheme)
 }
 
+// process returns the webhookd process configuration of this file, for
+// the parts r names.
+func (c *config) process(r webhookd.Roles) (webhookd.Config, error) {
+	sources, err := c.gatewaySources()
+	if err != nil {
+		return webhookd.Config{}, err
+	}
+	backoff := jobs.Backoff{Base: c.Worker.RetryBase.std(), Max: c.Worker.RetryMax.std()}
+	return webhookd.Config{
+		Listen:       c.Listen,
+		DatabaseURL:  c.DatabaseURL,
+		RedisURL:     c.RedisURL,
+		Queue:        c.Queue,
+		Roles:        r,
+		Lease:        c.Lease.std(),
+		Retention:    c.Retention.std(),
+		MaxBodyBytes: c.MaxBodyBytes,
+		Sources:      sources,
+		Routes:       c.routes(),
+		Admin: webhookd.AdminConfig{
+			Token:             c.AdminToken,
+			Hosts:             listenNames(c.Listen),
+			AllowQueueActions: c.Admin.AllowQueueActions,
+		},
+		Worker: webhookd.WorkerConfig{
+			Concurrency:     c.Worker.Concurrency,
+			Backoff:         backoff,
+			DefaultHold:     c.Worker.DefaultHold.std(),
+			ShutdownTimeout: c.Worker.ShutdownWait.std(),
+		},
+		Recovery: jobs.ReconcilerConfig{
+			Interval: c.Worker.RecoveryEvery.std(),
+			MinAge:   c.Worker.RecoveryMinAge.std(),
+		},
+		Maintenance: jobs.MaintenanceConfig{
+			RetentionInterval:      c.Worker.RetentionEvery.std(),
+			DuplicateCheckInterval: c.Worker.DuplicateCheckEvery.std(),
+		},
+	}, nil
+}
+
 // routes returns where each source's events go.
 func (c *config) routes() jobs.Routes {
 	r := make(jobs.Routes, len(c.Sources))
@@ -354,25 +392,22 @@ func (c *config) routes() jobs.Routes {
 	return r
 }
 
+// sourceSpec is s as the gateway builds it.
+func (s sourceConf) sourceSpec() gateway.SourceSpec {
+	spec := gateway.SourceSpec{Verify: s.verifyConfig(), EventID: s.EventID, Destinations: len(s.Destinations)}
+	if s.Order != nil {
+		spec.OrderEntity, spec.OrderVersion = s.Order.Entity, s.Order.Version
+	}
+	return spec
+}
+
 // gatewaySources builds the gateway's sources; validate has checked them.
 func (c *config) gatewaySources() (map[string]gateway.Source, error) {
 	out := make(map[string]gateway.Source, len(c.Sources))
 	for _, s := range c.Sources {
-		vc := s.verifyConfig()
-		v, err := verify.New(vc)
+		src, err := gateway.NewSource(s.sourceSpec())
 		if err != nil {
 			return nil, err
-		}
-		id, err := eventid.Parse(s.eventIDSpec())
-		if err != nil {
-			return nil, err
-		}
-		src := gateway.Source{Scheme: s.Verify.Scheme, Verifier: v, EventID: id, Destinations: len(s.Destinations),
-			SignatureHeader: vc.WithDefaults().Header}
-		if s.Order != nil {
-			entity, _ := eventid.Parse(s.Order.Entity)
-			version, _ := eventid.Parse(s.Order.Version)
-			src.OrderEntity, src.OrderVersion = &entity, &version
 		}
 		out[s.Name] = src
 	}

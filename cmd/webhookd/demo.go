@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
+	"github.com/webhookd/webhookd"
 	"github.com/webhookd/webhookd/internal/sink"
 )
 
@@ -54,7 +55,7 @@ func demoCommand() *cobra.Command {
 					log.InfoContext(ctx, "demo sink listening", slog.String("addr", u.Host))
 				}
 			}
-			return run(ctx, cfg, roles{gateway: true, worker: true}, log, nil)
+			return serve(ctx, cfg, webhookd.Roles{Gateway: true, Worker: true}, log)
 		},
 	}
 	return cmd

@@ -11,19 +11,30 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
+	"github.com/webhookd/webhookd"
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/admin"
 	"github.com/webhookd/webhookd/jobs"
+	"github.com/webhookd/webhookd/migrations"
 )
+
+// cli is what an operator command opens: the config, a small pool, and,
+// for commands that enqueue, Redis and the queue.
+type cli struct {
+	cfg      *config
+	log      *slog.Logger
+	store    *dedupe.Store
+	enqueuer *jobs.Enqueuer
+}
 
 // openCLI opens what an operator command needs: the database pool, and
 // with queue, Redis and the enqueuer. Log lines (the replay audit lines)
 // go to stderr so stdout stays the command's answer. Call the returned
-// func when done.
-func openCLI(cmd *cobra.Command, queue bool) (*app, func(), error) {
+// func when done. It does not migrate: a schema other than this binary's
+// is an error that says to run webhookd migrate.
+func openCLI(cmd *cobra.Command, queue bool) (*cli, func(), error) {
 	cfg, err := configFrom(cmd)
 	if err != nil {
 		return nil, nil, err
@@ -32,19 +43,21 @@ func openCLI(cmd *cobra.Command, queue bool) (*app, func(), error) {
 	if queue {
 		log = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 	}
-	pool, err := openPool(cmd.Context(), cfg, slog.New(slog.DiscardHandler), 4)
+	if err := migrations.Check(cmd.Context(), cfg.DatabaseURL); err != nil {
+		return nil, nil, err
+	}
+	pool, err := webhookd.OpenPool(cmd.Context(), cfg.DatabaseURL, 4)
 	if err != nil {
 		return nil, nil, err
 	}
-	a := &app{cfg: cfg, log: log, pool: pool, store: dedupe.New(pool)}
+	a := &cli{cfg: cfg, log: log, store: dedupe.New(pool)}
 	closers := []func(){pool.Close}
 	if queue {
-		var rdb *redis.Client
-		if rdb, err = openRedis(cfg); err != nil {
+		rdb, err := webhookd.OpenRedis(cfg.RedisURL)
+		if err != nil {
 			pool.Close()
 			return nil, nil, err
 		}
-		a.redis = rdb
 		a.enqueuer = jobs.NewEnqueuer(rdb, cfg.Queue, cfg.routes())
 		closers = append(closers, func() { _ = rdb.Close() })
 	}
@@ -127,7 +140,7 @@ func eventsListCommand() *cobra.Command {
 }
 
 // cliFilter builds an event filter from flags.
-func cliFilter(a *app, source, state, since, until string) (dedupe.EventFilter, error) {
+func cliFilter(a *cli, source, state, since, until string) (dedupe.EventFilter, error) {
 	now := time.Now()
 	f := dedupe.EventFilter{Source: source, State: state, Destinations: a.cfg.routes().DestinationCounts()}
 	if state != "" && !strings.Contains(","+strings.Join(admin.States, ",")+",", ","+state+",") {

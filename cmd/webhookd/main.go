@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/webhookd/webhookd"
 	"github.com/webhookd/webhookd/migrations"
 )
 
@@ -34,14 +35,13 @@ func rootCommand() *cobra.Command {
 	}
 	root.PersistentFlags().StringP("config", "f", "webhookd.yaml", "config file (YAML)")
 	root.AddCommand(
-		processCommand("serve", "Run the gateway and the worker in one process", roles{gateway: true, worker: true}),
-		processCommand("gateway", "Run only the gateway (receive, record, hand off)", roles{gateway: true}),
-		processCommand("worker", "Run only the worker (claim, forward, sweep)", roles{worker: true}),
+		processCommand("serve", "Run the gateway and the worker in one process", webhookd.Roles{Gateway: true, Worker: true}),
+		processCommand("gateway", "Run only the gateway (receive, record, hand off)", webhookd.Roles{Gateway: true}),
+		processCommand("worker", "Run only the worker (claim, forward, recover)", webhookd.Roles{Worker: true}),
 		migrateCommand(),
 		demoCommand(),
 		sinkCommand(),
 		sendCommand(),
-		benchCommand(),
 		checkCommand(),
 		eventsCommand(),
 		replayCommand(),
@@ -55,7 +55,7 @@ func configFrom(cmd *cobra.Command) (*config, error) {
 	return loadConfig(path)
 }
 
-func processCommand(name, short string, r roles) *cobra.Command {
+func processCommand(name, short string, r webhookd.Roles) *cobra.Command {
 	return &cobra.Command{
 		Use:   name,
 		Short: short,
@@ -65,7 +65,7 @@ func processCommand(name, short string, r roles) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return run(cmd.Context(), cfg, r, newLogger(cfg.LogLevel), nil)
+			return serve(cmd.Context(), cfg, r, newLogger(cfg.LogLevel))
 		},
 	}
 }

@@ -42,7 +42,7 @@ a dry run (a count and a list) unless --dry-run=false; continue with the
 				return err
 			}
 			defer done()
-			adm := newAdmin(a, false)
+			adm := newAdmin(a)
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
 			if by == "" {

@@ -1,7 +1,6 @@
 package loadgen
 
 import (
-	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -87,19 +86,11 @@ type Env struct {
 	Log *slog.Logger
 }
 
-// StartFunc starts the system under test against env and returns its base
-// URL (http://host:port) once it accepts connections. stop shuts it down
-// and waits until it has.
-type StartFunc func(ctx context.Context, env Env) (baseURL string, stop func() error, err error)
-
 // Config configures a run.
 type Config struct {
 	// Target is the base URL of a running gateway. Empty means: prepare
-	// the environment and start the system under test with Start.
+	// the environment and start webhookd in this process (webhookd.Start).
 	Target string
-	// Start starts the in-process system under test; required without
-	// Target.
-	Start StartFunc
 
 	// Concurrency is the number of requests in flight (closed loop), or
 	// the number of connections sending (open loop). Defaults to 64.
@@ -208,8 +199,6 @@ func (c Config) WithDefaults() Config {
 // Validate returns an error naming the first invalid field.
 func (c Config) Validate() error {
 	switch {
-	case c.Target == "" && c.Start == nil && !c.Naive:
-		return errors.New("loadgen: Start is required without Target")
 	case c.Target == "" && c.DatabaseURL == "":
 		return errors.New("loadgen: DatabaseURL is required without Target")
 	case c.Target != "" && (c.Naive || c.Preload > 0 || c.FreshDatabase):
@@ -222,8 +211,6 @@ func (c Config) Validate() error {
 		return errors.New("loadgen: Preload must not be negative")
 	case c.Target != "" && c.NoWorker:
 		return errors.New("loadgen: NoWorker needs the in-process server, not Target")
-	case c.Naive && c.Start == nil:
-		return errors.New("loadgen: Naive needs Start for the worker side")
 	}
 	if c.Source != nil && c.Source.Verify.Scheme == verify.SchemeTwilio {
 		return errors.New("loadgen: scheme twilio is not supported")

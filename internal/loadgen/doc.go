@@ -6,17 +6,16 @@
 // RSS, and an exactly-once check at the end.
 //
 // Run prepares an environment (a fresh database, the bench queue's Redis
-// keys deleted, an in-process sink as the destination), starts the system
-// under test through a StartFunc supplied by the caller (cmd/webhookd
-// wires the real process there), optionally preloads events, sends for the
-// configured duration, waits for the queue to drain, checks exactly-once
-// and returns a Report.
+// keys deleted, an in-process sink as the destination), starts webhookd
+// in this process as every deployment assembles it (webhookd.Start),
+// optionally preloads events, sends for the configured duration, waits for
+// the queue to drain, checks exactly-once and returns a Report.
 //
 // With Config.Naive the gateway is replaced by NaiveServer, the
 // straightforward ingest (verify, one single-row INSERT … ON CONFLICT, one
 // Asynq Enqueue with TaskID, answer) that the issue compares against; the
-// worker side stays webhookd's. The naive ingest exists only here, never
-// in the product.
+// worker side stays webhookd's. The naive ingest exists only here and in
+// the webhookd-bench program, never in the product.
 //
 // The generator runs in the same process as an in-process server, so
 // "process CPU" and peak RSS include the generator's own HTTP client and

@@ -1,105 +1,15 @@
 package loadgen
 
 import (
-	"context"
 	"log/slog"
 	"math/rand/v2"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
-
-	"github.com/webhookd/webhookd/dedupe"
-	"github.com/webhookd/webhookd/gateway"
-	"github.com/webhookd/webhookd/gateway/eventid"
-	"github.com/webhookd/webhookd/gateway/verify"
 	"github.com/webhookd/webhookd/internal/logtest"
 	"github.com/webhookd/webhookd/internal/pgtest"
 	"github.com/webhookd/webhookd/internal/redistest"
-	"github.com/webhookd/webhookd/jobs"
 )
-
-// startProduct wires webhookd's gateway (batcher, relay) and worker the
-// way cmd/webhookd does, for tests that cannot import package main.
-func startProduct(t *testing.T) StartFunc {
-	return func(ctx context.Context, env Env) (string, func() error, error) {
-		pc, err := pgxpool.ParseConfig(env.DatabaseURL)
-		if err != nil {
-			return "", nil, err
-		}
-		pc.MaxConns = 8
-		pool, err := pgxpool.NewWithConfig(ctx, pc)
-		if err != nil {
-			return "", nil, err
-		}
-		opts, err := redis.ParseURL(env.RedisURL)
-		if err != nil {
-			pool.Close()
-			return "", nil, err
-		}
-		rdb := redis.NewClient(opts)
-		store := dedupe.New(pool)
-		routes := jobs.Routes{env.Source.Name: {env.Source.Destination: jobs.Destination{Name: env.Source.Destination, URL: env.SinkURL}}}
-		enq := jobs.NewEnqueuer(rdb, env.Queue, routes)
-		var worker *jobs.Server
-		if env.Worker {
-			worker = jobs.NewServer(rdb, jobs.NewHandler(store, jobs.HandlerConfig{Routes: routes, Logger: env.Log}),
-				jobs.ServerConfig{Queue: env.Queue, Logger: env.Log})
-			if err := worker.Start(); err != nil {
-				pool.Close()
-				return "", nil, err
-			}
-		}
-		bg, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		var batcher *dedupe.Batcher
-		gw := gateway.Config{Logger: env.Log}
-		var srv *gateway.Server
-		if env.Gateway {
-			v, err := verify.New(env.Source.Verify)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ex, err := eventid.Parse(env.Source.EventID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			gw.Sources = map[string]gateway.Source{env.Source.Name: {Scheme: env.Source.Verify.Scheme,
-				Verifier: v, EventID: ex, Destinations: 1}}
-			batcher = dedupe.NewBatcher(pool, dedupe.BatcherConfig{})
-			relay := jobs.NewRelay(enq, jobs.RelayConfig{Logger: env.Log})
-			reconciler := jobs.NewReconciler(store, enq, jobs.ReconcilerConfig{Interval: 200 * time.Millisecond, MinAge: 200 * time.Millisecond, Logger: env.Log})
-			wg.Go(func() { relay.Run(bg) })
-			wg.Go(func() { reconciler.Run(bg) })
-			srv = gateway.New(gw, batcher, relay)
-		} else {
-			srv = gateway.New(gw, nil, nil)
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() { _ = srv.Serve(l) }()
-		stop := func() error {
-			err := srv.Shutdown(context.Background())
-			if batcher != nil {
-				batcher.Close()
-			}
-			cancel()
-			wg.Wait()
-			if worker != nil {
-				worker.Shutdown()
-			}
-			_ = rdb.Close()
-			pool.Close()
-			return err
-		}
-		return "http://" + l.Addr().String(), stop, nil
-	}
-}
 
 // TestRun runs the generator briefly against real Postgres and Redis and
 // checks that the run is sound: every request answered 2xx, exactly-once
@@ -125,7 +35,6 @@ func TestRun(t *testing.T) {
 			rdb := redistest.New(t)
 			log := slog.New(slog.NewTextHandler(logtest.Writer{TB: t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			rep, err := Run(t.Context(), Config{
-				Start:        startProduct(t),
 				Concurrency:  4,
 				Rate:         tc.givenRate,
 				Duration:     2 * time.Second,
@@ -210,7 +119,7 @@ func TestRunReusesPreload(t *testing.T) {
 		t.Helper()
 		rdb := redistest.New(t)
 		rep, err := Run(t.Context(), Config{
-			Start: startProduct(t), Concurrency: 4, Duration: time.Second, Duplicates: 1, BodySize: 256,
+			Concurrency: 4, Duration: time.Second, Duplicates: 1, BodySize: 256,
 			DatabaseURL: schema.URL, RedisURL: rdb.URL, Queue: rdb.Queue, Preload: preload, ReuseDatabase: reuse,
 			NoWorker: true, DrainTimeout: time.Minute, Log: log,
 		})

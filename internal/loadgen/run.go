@@ -119,7 +119,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 		env := Env{DatabaseURL: cfg.DatabaseURL, RedisURL: cfg.RedisURL, Queue: cfg.Queue, Source: src,
 			SinkURL: sinkURL, Gateway: !cfg.Naive, Worker: !cfg.NoWorker, Log: cfg.Log}
-		base, stop, err := cfg.Start(ctx, env)
+		base, stop, err := startWebhookd(ctx, env)
 		if err != nil {
 			return nil, fmt.Errorf("error starting webhookd: %w", err)
 		}

@@ -1,6 +1,7 @@
-// Package pipelinetest wires a whole webhookd pipeline in one test process
-// (gateway, group commit, relay, worker) against the test's own Postgres
-// schema and Redis DB, with real destinations given as URLs.
+// Package pipelinetest runs a whole webhookd process in the test process
+// (webhookd.Start: gateway, hand-off, reconciler, worker, admin) against
+// the test's own Postgres schema and Redis DB, with real destinations
+// given as URLs.
 package pipelinetest
 
 import (
@@ -8,17 +9,14 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/webhookd/webhookd"
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway"
-	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
 	"github.com/webhookd/webhookd/internal/logtest"
 	"github.com/webhookd/webhookd/internal/pgtest"
@@ -70,16 +68,19 @@ type Options struct {
 	Redis  *redistest.DB
 }
 
-// Pipeline is a running in-process webhookd.
+// Pipeline is a running in-process webhookd: the process webhookd.Start
+// assembles, as deployed, with test-sized intervals.
 type Pipeline struct {
-	Schema   *pgtest.Schema
-	Redis    *redistest.DB
+	Schema *pgtest.Schema
+	Redis  *redistest.DB
+	// Process is the running process.
+	Process *webhookd.Process
+	// URL is the process's base URL.
+	URL string
+	// Store and Enqueuer work on the pipeline's Postgres schema and
+	// queue, for tests that act as another process would.
 	Store    *dedupe.Store
 	Enqueuer *jobs.Enqueuer
-	Relay    *jobs.Relay
-	// Reconciler runs a pass every 200ms; tests may call Pass too.
-	Reconciler *jobs.Reconciler
-	Server     *httptest.Server
 	// Verify is the default Stripe source's verification (for Send).
 	Verify verify.Config
 	// Sources holds every source's verification as configured (twilio's
@@ -103,14 +104,13 @@ func Start(t testing.TB, opts Options) *Pipeline {
 	if opts.Lease == 0 {
 		opts.Lease = 30 * time.Second
 	}
+	if opts.RecoveryMinAge == 0 {
+		opts.RecoveryMinAge = 500 * time.Millisecond
+	}
 	log := opts.Logger
 	if log == nil {
 		log = logtest.New(t, slog.LevelInfo)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-
-	store := dedupe.New(opts.Schema.Pool)
-	batcher := dedupe.NewBatcher(opts.Schema.Pool, dedupe.BatcherConfig{})
 	defaultVerify := verify.Config{Scheme: "stripe", Secrets: []string{Secret}}
 	specs := opts.Sources
 	if len(specs) == 0 {
@@ -123,37 +123,16 @@ func Start(t testing.TB, opts Options) *Pipeline {
 			routes[spec.Name][name] = jobs.Destination{Name: name, URL: url, Timeout: 5 * time.Second, MaxAttempts: opts.MaxAttempts}.WithDefaults()
 		}
 	}
-	enq := jobs.NewEnqueuer(opts.Redis.Client, opts.Redis.Queue, routes)
-	if opts.RecoveryMinAge == 0 {
-		opts.RecoveryMinAge = 500 * time.Millisecond
-	}
-	relay := jobs.NewRelay(enq, jobs.RelayConfig{Logger: log})
-	reconciler := jobs.NewReconciler(store, enq, jobs.ReconcilerConfig{
-		Interval: 200 * time.Millisecond, Lease: opts.Lease, MinAge: opts.RecoveryMinAge, Logger: log,
-	})
-	var background sync.WaitGroup
-	background.Go(func() { relay.Run(ctx) })
-	background.Go(func() { reconciler.Run(ctx) })
 
-	var (
-		worker *jobs.Server
-		runs   *dedupe.RunBatcher
-	)
-	if !opts.NoWorker {
-		runs = dedupe.NewRunBatcher(store, dedupe.BatcherConfig{})
-		handler := jobs.NewHandler(runs, jobs.HandlerConfig{
-			Routes: routes, Lease: opts.Lease, Backoff: jobs.Backoff{Base: 100 * time.Millisecond, Max: time.Second}, Logger: log,
-		})
-		worker = jobs.NewServer(opts.Redis.Client, handler, jobs.ServerConfig{Queue: opts.Redis.Queue, Concurrency: 16, ShutdownTimeout: 5 * time.Second, Logger: log})
-		if err := worker.Start(); err != nil {
-			t.Fatalf("starting worker: %v", err)
-		}
+	// The address is chosen first, so a twilio source can be told the URL
+	// it is reached at.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-
-	// The listener exists before the server starts, so a twilio source
-	// can be told the URL it is reached at.
-	ts := httptest.NewUnstartedServer(nil)
-	baseURL := "http://" + ts.Listener.Addr().String()
+	addr := l.Addr().String()
+	_ = l.Close()
+	baseURL := "http://" + addr
 	sources := make(map[string]gateway.Source, len(specs))
 	vcfgs := make(map[string]verify.Config, len(specs))
 	for _, spec := range specs {
@@ -161,48 +140,45 @@ func Start(t testing.TB, opts Options) *Pipeline {
 		if vcfg.Scheme == verify.SchemeTwilio && vcfg.PublicURL == "" {
 			vcfg.PublicURL = baseURL + "/webhooks/" + spec.Name
 		}
-		v, err := verify.New(vcfg)
-		if err != nil {
-			t.Fatalf("source %s: %v", spec.Name, err)
-		}
-		idSpec := spec.EventID
-		if idSpec == "" {
-			idSpec = verify.DefaultEventID(vcfg.Scheme)
-		}
-		id, err := eventid.Parse(idSpec)
-		if err != nil {
-			t.Fatalf("source %s: %v", spec.Name, err)
-		}
-		src := gateway.Source{Scheme: vcfg.Scheme, Verifier: v, EventID: id, Destinations: len(routes[spec.Name]),
-			SignatureHeader: vcfg.WithDefaults().Header}
+		ss := gateway.SourceSpec{Verify: vcfg, EventID: spec.EventID, Destinations: len(routes[spec.Name])}
 		if opts.OrderEntity != "" {
-			e, _ := eventid.Parse(opts.OrderEntity)
-			ver, _ := eventid.Parse(opts.OrderVersion)
-			src.OrderEntity, src.OrderVersion = &e, &ver
+			ss.OrderEntity, ss.OrderVersion = opts.OrderEntity, opts.OrderVersion
+		}
+		src, err := gateway.NewSource(ss)
+		if err != nil {
+			t.Fatalf("source %s: %v", spec.Name, err)
 		}
 		sources[spec.Name] = src
 		vcfgs[spec.Name] = vcfg
 	}
-	srv := gateway.New(gateway.Config{
-		Sources:      sources,
-		MaxBodyBytes: 64 << 10,
-		Registry:     prometheus.NewRegistry(),
-		Logger:       log,
-	}, batcher, relay)
-	ts.Config.Handler = srv
-	ts.Start()
 
+	backoff := jobs.Backoff{Base: 100 * time.Millisecond, Max: time.Second}
+	proc, err := webhookd.Start(context.Background(), webhookd.Config{
+		Listen:       addr,
+		DatabaseURL:  opts.Schema.URL,
+		RedisURL:     opts.Redis.URL,
+		Queue:        opts.Redis.Queue,
+		Roles:        webhookd.Roles{Gateway: true, Worker: !opts.NoWorker},
+		Lease:        opts.Lease,
+		MaxBodyBytes: 64 << 10,
+		Sources:      sources,
+		Routes:       routes,
+		Worker:       webhookd.WorkerConfig{Concurrency: 16, Backoff: backoff, ShutdownTimeout: 5 * time.Second},
+		Recovery:     jobs.ReconcilerConfig{Interval: 200 * time.Millisecond, MinAge: opts.RecoveryMinAge},
+	}, log)
+	if err != nil {
+		t.Fatalf("starting webhookd: %v", err)
+	}
 	t.Cleanup(func() {
-		ts.Close()
-		batcher.Close()
-		cancel()
-		background.Wait()
-		if worker != nil {
-			worker.Shutdown()
-			runs.Close()
+		if err := proc.Stop(context.Background()); err != nil {
+			t.Errorf("stopping webhookd: %v", err)
 		}
 	})
-	return &Pipeline{Schema: opts.Schema, Redis: opts.Redis, Store: store, Enqueuer: enq, Relay: relay, Reconciler: reconciler, Server: ts, Verify: defaultVerify, Sources: vcfgs, Routes: routes}
+	return &Pipeline{
+		Schema: opts.Schema, Redis: opts.Redis, Process: proc, URL: baseURL,
+		Store: dedupe.New(opts.Schema.Pool), Enqueuer: jobs.NewEnqueuer(opts.Redis.Client, opts.Redis.Queue, routes),
+		Verify: defaultVerify, Sources: vcfgs, Routes: routes,
+	}
 }
 
 // Send signs body as Stripe would and posts it to the test source.
@@ -219,7 +195,7 @@ func (p *Pipeline) Send(t testing.TB, body []byte) (int, []byte) {
 // gateway. Content-Type defaults to application/json.
 func (p *Pipeline) Post(t testing.TB, path string, h http.Header, body []byte) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, p.Server.URL+path, bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, p.URL+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,3 +1,9 @@
+// Command webhookd-bench load-tests webhookd: signed webhooks at a
+// concurrency or a rate, against webhookd started in this process as every
+// deployment assembles it, or against a running gateway; it reports ack
+// throughput and latency, CPU per ack, the end-to-end rate and an
+// exactly-once check (docs/performance.md). It is a program of its own so
+// the product binary carries only the product.
 package main
 
 import (
@@ -7,14 +13,25 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/webhookd/webhookd/internal/loadgen"
 )
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := benchCommand().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "webhookd-bench:", err)
+		os.Exit(1)
+	}
+}
 
 func benchCommand() *cobra.Command {
 	var (
@@ -24,10 +41,13 @@ func benchCommand() *cobra.Command {
 		asJSON, noProgress, keepDB  bool
 		reuseDB                     bool
 		databaseURL, redisURL, sink string
+		secrets                     []string
 	)
 	cmd := &cobra.Command{
-		Use:   "bench",
-		Short: "Load-test the ack path: signed webhooks at a concurrency or a rate; throughput, latency, CPU, end to end, exactly-once",
+		Use:           "webhookd-bench",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Short:         "Load-test the ack path: signed webhooks at a concurrency or a rate; throughput, latency, CPU, end to end, exactly-once",
 		Long: `bench sends signed webhooks and reports ack throughput, latency percentiles
 (HDR histogram), CPU per acknowledged event, peak RSS, the end-to-end rate
 and drain time at its own sink, and an exactly-once check.
@@ -38,8 +58,9 @@ Redis queue "bench" (its keys are deleted at start and end), and a sink it
 runs itself. With --naive the gateway is replaced by the naive ingest (one
 INSERT and one Enqueue per request) for comparison.
 
-With --target it sends to a running gateway, signing as the config's
---source does; --database-url and --sink-url, when given, enable the checks.`,
+With --target it sends to a running gateway's --source, signed with
+--scheme and --secret as that source's sender would; --database-url and
+--sink-url, when given, enable the checks.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -61,7 +82,7 @@ With --target it sends to a running gateway, signing as the config's
 			cfg.Log = slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level}))
 
 			if cfg.Target != "" {
-				src, err := benchTargetSource(cmd, source)
+				src, err := targetSource(source, scheme, secrets)
 				if err != nil {
 					return err
 				}
@@ -76,7 +97,6 @@ With --target it sends to a running gateway, signing as the config's
 					return err
 				}
 				cfg.Source = &src
-				cfg.Start = benchStart
 				cfg.DatabaseURL = databaseURL
 				cfg.FreshDatabase = true
 				cfg.ReuseDatabase = reuseDB
@@ -120,9 +140,10 @@ With --target it sends to a running gateway, signing as the config's
 	f.DurationVarP(&cfg.Duration, "duration", "d", loadgen.Config{}.WithDefaults().Duration, "how long to send")
 	f.Float64Var(&cfg.Duplicates, "duplicates", 0, "share of requests (0..1) that repeat an already-sent or preloaded event id")
 	f.IntVar(&cfg.BodySize, "body-size", 1024, "body size in bytes")
-	f.StringVar(&scheme, "scheme", "stripe", "signature scheme of the in-process source (stripe, github, standard, shopify, slack, hmac-sha256, none)")
+	f.StringVar(&scheme, "scheme", "stripe", "signature scheme (stripe, github, standard, shopify, slack, hmac-sha256, none): of the in-process source, or with --target of --source")
 	f.StringVar(&cfg.Target, "target", "", "base URL of a running gateway (default: run webhookd in this process)")
-	f.StringVarP(&source, "source", "s", "", "with --target: the config's source to sign as (default: its first)")
+	f.StringVarP(&source, "source", "s", "", "with --target: the source to send to (the :source of /webhooks/:source)")
+	f.StringArrayVar(&secrets, "secret", nil, "with --target: the source's signing secret (as in its verify.secrets)")
 	f.StringVar(&sink, "sink-url", "", "with --target: base URL of a running sink (webhookd sink) whose /stats to check")
 	f.StringVar(&databaseURL, "database-url", "postgres://postgres@127.0.0.1:5432/webhookd_bench", "in-process: the database to create, use and drop; with --target: check its events table")
 	f.StringVar(&redisURL, "redis-url", "redis://127.0.0.1:6379/0", "Redis for the queue")
@@ -142,69 +163,23 @@ With --target it sends to a running gateway, signing as the config's
 	return cmd
 }
 
-// benchStart runs webhookd (the gateway when env.Gateway, the worker when
-// env.Worker) in this process with a config generated from env.
-func benchStart(ctx context.Context, env loadgen.Env) (string, func() error, error) {
-	v := env.Source.Verify
-	cfg := &config{
-		path:        "bench (generated config)",
-		Listen:      "127.0.0.1:0",
-		DatabaseURL: env.DatabaseURL,
-		RedisURL:    env.RedisURL,
-		Queue:       env.Queue,
-		Sources: []sourceConf{{
-			Name: env.Source.Name,
-			Verify: verifyConf{Scheme: v.Scheme, Secrets: v.Secrets, Tolerance: duration(v.Tolerance),
-				Header: v.Header, Encoding: v.Encoding, Prefix: v.Prefix, TimestampHeader: v.TimestampHeader,
-				SignedContent: v.SignedContent, PublicURL: v.PublicURL, AllowUnsigned: v.AllowUnsigned},
-			EventID:      env.Source.EventID,
-			Destinations: []destConf{{Name: env.Source.Destination, URL: env.SinkURL}},
-		}},
+// targetSource is the source a running gateway receives as name, signed
+// with scheme and secrets, its event id where the scheme puts it by
+// default (or in a header of the generator's own for schemes without one).
+func targetSource(name, scheme string, secrets []string) (loadgen.Source, error) {
+	if name == "" {
+		return loadgen.Source{}, errors.New("--target needs --source")
 	}
-	cfg.setDefaults()
-	if err := cfg.validate(); err != nil {
-		return "", nil, err
+	if scheme != "none" && len(secrets) == 0 {
+		return loadgen.Source{}, errors.New("--target needs the source's --secret")
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	addrs := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(runCtx, cfg, roles{gateway: env.Gateway, worker: env.Worker}, env.Log, func(a net.Addr) { addrs <- a })
-	}()
-	select {
-	case a := <-addrs:
-		stop := func() error {
-			cancel()
-			return <-done
-		}
-		return "http://" + a.String(), stop, nil
-	case err := <-done:
-		cancel()
-		if err == nil {
-			err = errors.New("webhookd stopped before listening")
-		}
-		return "", nil, err
-	case <-ctx.Done():
-		cancel()
-		<-done
-		return "", nil, ctx.Err()
-	}
-}
-
-// benchTargetSource reads the source to sign as from the config file.
-func benchTargetSource(cmd *cobra.Command, name string) (loadgen.Source, error) {
-	cfg, err := configFrom(cmd)
+	src, err := loadgen.BenchSource(scheme)
 	if err != nil {
 		return loadgen.Source{}, err
 	}
-	for _, s := range cfg.Sources {
-		if s.Name == name || name == "" {
-			src := loadgen.Source{Name: s.Name, Verify: s.verifyConfig(), EventID: s.eventIDSpec()}
-			if len(s.Destinations) > 0 {
-				src.Destination = s.Destinations[0].Name
-			}
-			return src, nil
-		}
+	src.Name = name
+	if len(secrets) > 0 {
+		src.Verify.Secrets = secrets
 	}
-	return loadgen.Source{}, fmt.Errorf("no source %q in %s", name, cfg.path)
+	return src, nil
 }

@@ -1,4 +1,4 @@
-package main
+package webhookd
 
 import (
 	"context"
@@ -6,14 +6,12 @@ import (
 	"github.com/webhookd/webhookd/dedupe"
 )
 
-// recorder records a delivery; withFaults (fault_off.go, or
-// fault_inject.go in builds with the faultinject tag) may wrap it.
-type recorder interface {
-	Record(ctx context.Context, ev dedupe.Event) (dedupe.Recorded, error)
-}
+// Fault injection for the fault tests: withFaults, withRunFaults and
+// withRedisFaults (faults_off.go, or faults_inject.go in builds with the
+// faultinject tag) may wrap the recorder, the run store and the Redis
+// client with the fault WEBHOOKD_FAULT names.
 
 // runStore is what the deliver handler needs from dedupe; withRunFaults
-// (fault_off.go, or fault_inject.go in builds with the faultinject tag)
 // may wrap it.
 type runStore interface {
 	Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Claim, error)

@@ -1,6 +1,6 @@
 //go:build !faultinject
 
-package main
+package webhookd
 
 import (
 	"log/slog"

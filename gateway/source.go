@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"github.com/webhookd/webhookd/gateway/eventid"
+	"github.com/webhookd/webhookd/gateway/verify"
+)
+
+// Source is one configured sender, ready to receive.
+type Source struct {
+	// Scheme is the verify scheme's name (slack answers challenges).
+	Scheme string
+	// Verifier checks signatures.
+	Verifier verify.Verifier
+	// SignatureHeader is the source's signature header when its name
+	// does not say so (hmac-sha256's verify.header): it is stored
+	// masked, like every header named for a signature.
+	SignatureHeader string
+	// EventID extracts the sender's event id.
+	EventID eventid.Extractor
+	// OrderEntity and OrderVersion, when set, extract the ordering guard's
+	// inputs.
+	OrderEntity, OrderVersion *eventid.Extractor
+	// Destinations is how many destinations the source has (for states).
+	Destinations int
+}
+
+// SourceSpec is a source as configured.
+type SourceSpec struct {
+	// Verify is how the sender signs.
+	Verify verify.Config
+	// EventID says where the event id is (json:<path>, header:<Name> or
+	// body-sha256); empty means the scheme's default.
+	EventID string
+	// OrderEntity and OrderVersion say where the ordering guard's inputs
+	// are, in the same forms; both or neither.
+	OrderEntity, OrderVersion string
+	// Destinations is how many destinations the source has.
+	Destinations int
+}
+
+// SourceError says which part of a SourceSpec is wrong: Field is
+// "verify", "event_id", "order.entity" or "order.version", as the
+// configuration names them.
+type SourceError struct {
+	Field string
+	Err   error
+}
+
+func (e *SourceError) Error() string { return e.Field + ": " + e.Err.Error() }
+
+func (e *SourceError) Unwrap() error { return e.Err }
+
+// NewSource builds a Source from its spec. It returns a *SourceError
+// naming the part that is wrong.
+func NewSource(spec SourceSpec) (Source, error) {
+	v, err := verify.New(spec.Verify)
+	if err != nil {
+		return Source{}, &SourceError{Field: "verify", Err: err}
+	}
+	idSpec := spec.EventID
+	if idSpec == "" {
+		idSpec = verify.DefaultEventID(spec.Verify.Scheme)
+	}
+	id, err := eventid.Parse(idSpec)
+	if err != nil {
+		return Source{}, &SourceError{Field: "event_id", Err: err}
+	}
+	src := Source{
+		Scheme: spec.Verify.Scheme, Verifier: v, EventID: id, Destinations: spec.Destinations,
+		SignatureHeader: spec.Verify.WithDefaults().Header,
+	}
+	if spec.OrderEntity == "" && spec.OrderVersion == "" {
+		return src, nil
+	}
+	entity, err := eventid.Parse(spec.OrderEntity)
+	if err != nil {
+		return Source{}, &SourceError{Field: "order.entity", Err: err}
+	}
+	version, err := eventid.Parse(spec.OrderVersion)
+	if err != nil {
+		return Source{}, &SourceError{Field: "order.version", Err: err}
+	}
+	src.OrderEntity, src.OrderVersion = &entity, &version
+	return src, nil
+}

@@ -1,0 +1,372 @@
+// Package webhookd assembles a webhookd process: the one place where the
+// gateway, the hand-off, the reconciler, the worker, the admin surface and
+// scheduled maintenance are put together on a Postgres pool and a Redis
+// client. cmd/webhookd builds a Config from its YAML file; tests and the
+// load generator build theirs with overrides, so they run what is
+// deployed.
+package webhookd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway"
+	"github.com/webhookd/webhookd/gateway/admin"
+	"github.com/webhookd/webhookd/jobs"
+	"github.com/webhookd/webhookd/migrations"
+)
+
+// Roles says which parts a process runs. The reconciler runs in every
+// process, so whichever processes die, a survivor recovers their work.
+type Roles struct {
+	// Gateway receives, verifies and records webhooks and hands them off.
+	Gateway bool
+	// Worker claims keys, calls destinations, and runs retention and the
+	// duplicate check.
+	Worker bool
+}
+
+// AdminConfig configures the admin surface under /admin.
+type AdminConfig struct {
+	// Token is the admin bearer token; empty means loopback-only access
+	// (see admin.Config.Token).
+	Token string
+	// Hosts are more host names a tokenless admin answers to.
+	Hosts []string
+	// AllowQueueActions lets the Asynq dashboard change queues and tasks;
+	// it is read-only otherwise.
+	AllowQueueActions bool
+}
+
+// WorkerConfig tunes the worker.
+type WorkerConfig struct {
+	// Concurrency is the number of tasks run at once. Defaults to 256.
+	Concurrency int
+	// Backoff spaces retries of failed attempts.
+	Backoff jobs.Backoff
+	// DefaultHold is the wait after a 429 without Retry-After. Defaults
+	// to 5s.
+	DefaultHold time.Duration
+	// ShutdownTimeout bounds the wait for running tasks at shutdown.
+	// Defaults to 20s.
+	ShutdownTimeout time.Duration
+}
+
+// Config is everything a webhookd process needs.
+type Config struct {
+	// Listen is the HTTP address, host:port; port 0 picks a free one.
+	// Defaults to ":8080".
+	Listen string
+	// DatabaseURL is the Postgres connection string. Required.
+	DatabaseURL string
+	// RedisURL is the Redis URL. Required.
+	RedisURL string
+	// Queue is the Asynq queue. Defaults to jobs.DefaultQueue.
+	Queue string
+	// Roles says what the process runs; at least one is required.
+	Roles Roles
+	// Lease is how long a claimed run may stay running before recovery
+	// presumes its worker dead. Defaults to 2m.
+	Lease time.Duration
+	// Retention is how long events, runs and calls are kept. Defaults to
+	// 720h.
+	Retention time.Duration
+	// MaxBodyBytes caps a webhook's body. Defaults to 1 MiB.
+	MaxBodyBytes int64
+	// Sources are the senders the gateway receives, by name.
+	Sources map[string]gateway.Source
+	// Routes says where each source's events go.
+	Routes jobs.Routes
+	// Admin configures /admin.
+	Admin AdminConfig
+	// Worker tunes the worker.
+	Worker WorkerConfig
+	// Recovery tunes the reconciler; Lease, Logger and Metrics are set
+	// from the process.
+	Recovery jobs.ReconcilerConfig
+	// Maintenance tunes retention and the duplicate check; Retention,
+	// Logger and Metrics are set from the process.
+	Maintenance jobs.MaintenanceConfig
+}
+
+// WithDefaults returns a copy of c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = ":8080"
+	}
+	if c.Queue == "" {
+		c.Queue = jobs.DefaultQueue
+	}
+	if c.Lease <= 0 {
+		c.Lease = 2 * time.Minute
+	}
+	if c.Retention <= 0 {
+		c.Retention = 720 * time.Hour
+	}
+	if c.Recovery.Interval <= 0 {
+		c.Recovery.Interval = min(c.Lease/2, 2*time.Second)
+	}
+	return c
+}
+
+// Validate returns an error naming the first field that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case c.DatabaseURL == "":
+		return errors.New("webhookd: DatabaseURL is required")
+	case c.RedisURL == "":
+		return errors.New("webhookd: RedisURL is required")
+	case !c.Roles.Gateway && !c.Roles.Worker:
+		return errors.New("webhookd: Roles names neither gateway nor worker")
+	case c.Recovery.Interval > c.Lease/2:
+		return errors.New("webhookd: Recovery.Interval must be at most Lease/2, so an expired lease is found promptly")
+	}
+	return nil
+}
+
+// Process is a running webhookd process.
+type Process struct {
+	cfg  Config
+	log  *slog.Logger
+	addr net.Addr
+
+	pool  *pgxpool.Pool
+	redis *redis.Client
+	srv   *gateway.Server
+
+	batcher *dedupe.Batcher
+	runs    *dedupe.RunBatcher
+	worker  *jobs.Server
+
+	stopBackground context.CancelFunc
+	background     sync.WaitGroup
+	serveErr       chan error
+	stopOnce       sync.Once
+	stopErr        error
+}
+
+// Start applies pending migrations, opens Postgres and Redis, starts the
+// parts cfg.Roles names and the reconciler, and serves HTTP on
+// cfg.Listen (webhooks, admin, /healthz, /readyz, /metrics). It returns
+// once the process is serving; Stop ends it.
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	p := &Process{cfg: cfg, log: log, serveErr: make(chan error, 1)}
+	// On a failed start, close what was opened.
+	defer func() {
+		if err != nil {
+			_ = p.Stop(context.WithoutCancel(ctx))
+		}
+	}()
+	version, err := migrations.Up(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	log.InfoContext(ctx, "database schema is current", slog.Uint64("version", uint64(version)))
+	if p.pool, err = OpenPool(ctx, cfg.DatabaseURL, 24); err != nil {
+		return nil, err
+	}
+	store := dedupe.New(p.pool)
+	if p.redis, err = OpenRedis(cfg.RedisURL); err != nil {
+		return nil, err
+	}
+	withRedisFaults(p.redis, log)
+	enqueuer := jobs.NewEnqueuer(p.redis, cfg.Queue, cfg.Routes)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := jobs.NewMetrics(reg)
+	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+	p.stopBackground = stop
+
+	gwCfg := gateway.Config{
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Registry:     reg,
+		Logger:       log,
+		Readiness: []gateway.Check{
+			{Name: "postgres", Func: store.Ping},
+			{Name: "redis", Func: func(ctx context.Context) error { return p.redis.Ping(ctx).Err() }},
+		},
+	}
+	var (
+		rec     recorder
+		handoff interface{ Notify(string, string) }
+	)
+	if cfg.Roles.Gateway {
+		for name, s := range cfg.Sources {
+			if s.Scheme == "none" {
+				log.WarnContext(ctx, "SOURCE ACCEPTS UNSIGNED WEBHOOKS: anyone who can reach it can inject events", slog.String("source", name))
+			}
+		}
+		gwCfg.Sources = cfg.Sources
+		// Two statements in flight: batches grow large (fewer commits)
+		// and one slow statement does not stall every request; a batch
+		// of fewer than 8 waits up to 1 ms for company, so moderate rates
+		// do not pay a statement per event (docs/performance.md).
+		p.batcher = dedupe.NewBatcher(p.pool, dedupe.BatcherConfig{MaxInFlight: 2, Linger: time.Millisecond})
+		rec = withFaults(p.batcher, log)
+		relay := jobs.NewRelay(enqueuer, jobs.RelayConfig{Logger: log, Metrics: metrics})
+		handoff = relay
+		p.background.Go(func() { relay.Run(bg) })
+	}
+
+	recovery := cfg.Recovery
+	recovery.Lease, recovery.Logger, recovery.Metrics = cfg.Lease, log, metrics
+	reconciler := jobs.NewReconciler(store, enqueuer, recovery)
+	p.background.Go(func() { reconciler.Run(bg) })
+
+	if cfg.Roles.Worker {
+		// One claim and one outcome statement in flight, each carrying up
+		// to 128 runs (docs/performance.md).
+		p.runs = dedupe.NewRunBatcher(store, dedupe.BatcherConfig{MaxBatch: 128, MaxInFlight: 1})
+		handler := jobs.NewHandler(withRunFaults(p.runs, log), jobs.HandlerConfig{
+			Routes:      cfg.Routes,
+			Lease:       cfg.Lease,
+			Backoff:     cfg.Worker.Backoff,
+			DefaultHold: cfg.Worker.DefaultHold,
+			Logger:      log,
+			Metrics:     metrics,
+		})
+		p.worker = jobs.NewServer(p.redis, handler, jobs.ServerConfig{
+			Queue:           cfg.Queue,
+			Concurrency:     cfg.Worker.Concurrency,
+			ShutdownTimeout: cfg.Worker.ShutdownTimeout,
+			Backoff:         cfg.Worker.Backoff,
+			Logger:          log,
+		})
+		if err := p.worker.Start(); err != nil {
+			p.worker = nil
+			return nil, err
+		}
+		maintenance := cfg.Maintenance
+		maintenance.Retention, maintenance.Logger, maintenance.Metrics = cfg.Retention, log, metrics
+		m := jobs.NewMaintenance(store, maintenance)
+		p.background.Go(func() { m.Run(bg) })
+	}
+
+	p.srv = gateway.New(gwCfg, rec, handoff)
+	adm := admin.New(store, store, enqueuer, admin.Config{
+		Token:     cfg.Admin.Token,
+		Hosts:     cfg.Admin.Hosts,
+		Routes:    cfg.Routes,
+		Dashboard: admin.NewDashboard(p.redis, !cfg.Admin.AllowQueueActions),
+		Logger:    log,
+	})
+	adm.Mount(p.srv.Echo())
+	if adm.LoopbackOnly() {
+		log.WarnContext(ctx, "no admin_token configured: the admin API, event browser and dashboard answer only on loopback")
+	} else {
+		log.InfoContext(ctx, "admin API, event browser and dashboard need the admin token", slog.String("path", "/admin/"))
+	}
+	p.background.Go(func() { metrics.WatchQueueSizes(bg, p.redis, cfg.Queue, 0, log) })
+
+	l, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("error listening on %s: %w", cfg.Listen, err)
+	}
+	p.addr = l.Addr()
+	go func() { p.serveErr <- p.srv.Serve(l) }()
+	log.InfoContext(ctx, "webhookd started", slog.String("listen", p.addr.String()),
+		slog.Bool("gateway", cfg.Roles.Gateway), slog.Bool("worker", cfg.Roles.Worker), slog.Int("sources", len(cfg.Sources)))
+	return p, nil
+}
+
+// Addr returns the address the process serves HTTP on.
+func (p *Process) Addr() net.Addr { return p.addr }
+
+// Handler returns the process's HTTP handler, to serve a request without
+// the network (one net/http's parser would refuse, in a test).
+func (p *Process) Handler() http.Handler { return p.srv }
+
+// Serving returns a channel that receives the error that stopped the HTTP
+// server (nil after Stop).
+func (p *Process) Serving() <-chan error { return p.serveErr }
+
+// Stop shuts the process down in reverse order of dependency: it stops
+// accepting HTTP and lets in-flight requests finish (until ctx ends, at
+// most 15s), stops the relay (which hands off what it still holds), the
+// reconciler and maintenance, lets running tasks finish (up to
+// Worker.ShutdownTimeout; the rest go back to the queue), then closes
+// Redis and the pool. It returns the HTTP server's shutdown error, if any;
+// calling it again returns the same.
+func (p *Process) Stop(ctx context.Context) error {
+	p.stopOnce.Do(func() {
+		if p.srv != nil {
+			ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			if err := p.srv.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				p.stopErr = fmt.Errorf("error stopping http: %w", err)
+			}
+		}
+		if p.batcher != nil {
+			p.batcher.Close()
+		}
+		if p.stopBackground != nil {
+			p.stopBackground()
+		}
+		p.background.Wait()
+		if p.worker != nil {
+			p.worker.Shutdown()
+		}
+		if p.runs != nil {
+			p.runs.Close()
+		}
+		if p.redis != nil {
+			_ = p.redis.Close()
+		}
+		if p.pool != nil {
+			p.pool.Close()
+		}
+		p.log.Info("webhookd stopped")
+	})
+	return p.stopErr
+}
+
+// recorder records a delivery; withFaults may wrap it.
+type recorder interface {
+	Record(ctx context.Context, ev dedupe.Event) (dedupe.Recorded, error)
+}
+
+// OpenPool opens a Postgres pool on databaseURL with at most maxConns
+// connections, through pgx's own parser. It does not migrate.
+func OpenPool(ctx context.Context, databaseURL string, maxConns int32) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("error parsing database_url: %w", err)
+	}
+	pc.MaxConns = maxConns
+	pc.ConnConfig.ConnectTimeout = 3 * time.Second
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("error opening database pool: %w", err)
+	}
+	return pool, nil
+}
+
+// OpenRedis returns a go-redis client for redisURL, which Asynq shares.
+func OpenRedis(redisURL string) (*redis.Client, error) {
+	opts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return nil, fmt.Errorf("error parsing redis_url: %w", err)
+	}
+	opts.PoolSize = 64
+	return redis.NewClient(opts), nil
+}
