@@ -132,8 +132,8 @@ func run(ctx context.Context, cfg *config, r roles, log *slog.Logger, ready func
 		// Two statements in flight: batches grow large (fewer commits, less
 		// Postgres CPU per event) and one slow statement does not stall
 		// every request. At moderate rates a batch of fewer than 8 waits
-		// up to 1 ms for company: at 2,000/s that cut Postgres CPU per
-		// ack by a quarter. See docs/performance.md.
+		// up to 1 ms for company, so a statement's fixed cost is shared
+		// instead of paid per event. See docs/performance.md.
 		batcher = dedupe.NewBatcher(pool, dedupe.BatcherConfig{MaxInFlight: 2, Linger: time.Millisecond})
 		relay = jobs.NewRelay(enqueuer, jobs.RelayConfig{Logger: log, Metrics: jobMetrics})
 		background.Go(func() { relay.Run(bg) })
@@ -155,7 +155,9 @@ func run(ctx context.Context, cfg *config, r roles, log *slog.Logger, ready func
 	)
 	if r.worker {
 		// One claim and one outcome statement in flight, each carrying
-		// up to 128 runs: measured cheapest (docs/performance.md).
+		// up to 128 runs: runs queue up behind the statement in flight and
+		// go out together, and a second outcome statement in flight added
+		// no throughput (docs/performance.md).
 		runs = dedupe.NewRunBatcher(store, dedupe.BatcherConfig{MaxBatch: 128, MaxInFlight: 1})
 		handler := jobs.NewHandler(withRunFaults(runs, log), jobs.HandlerConfig{
 			Routes:      routes,
