@@ -71,8 +71,8 @@ func newDriver(cfg Config, baseURL string, b *book) *driver {
 		book: b,
 		// fasthttp's client sends and reads in the calling goroutine, with
 		// no per-connection goroutines: the generator shares the machine it
-		// measures, so its own cost per request is kept small (about a
-		// third of net/http's client; docs/performance.md).
+		// measures, so its own cost per request is kept small (cheaper than
+		// net/http's client; docs/performance.md).
 		client: &fasthttp.Client{
 			MaxConnsPerHost:          cfg.Concurrency * 2,
 			MaxConnWaitTimeout:       requestTimeout,
