@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,62 +21,97 @@ import (
 // hold it to what Asynq's own client writes, so an Asynq upgrade that
 // changes the layout fails here instead of losing tasks.
 
+// TestEnqueueEventsMatchesAsynq enqueues the same tasks through Asynq's
+// client and through EnqueueEvents, on two Redis databases, over a table
+// of task shapes, and compares every key both leave (type and content;
+// pending_since only for being the write's time), then reads each task
+// back with Asynq's inspector.
 func TestEnqueueEventsMatchesAsynq(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name          string
+		givenID       string
+		givenTimeout  time.Duration
+		givenDestName string
+	}{
+		{name: "Plain", givenID: "evt_1", givenTimeout: 7 * time.Second, givenDestName: "dst"},
+		{name: "DefaultTimeout", givenID: "evt_2", givenDestName: "dst"},
+		{name: "LongTimeout", givenID: "evt_3", givenTimeout: 10 * time.Minute, givenDestName: "dst"},
+		{name: "LongUnicodeID", givenID: "evt_ünïcødé_" + strings.Repeat("x", 300), givenTimeout: time.Second, givenDestName: "d-2"},
+		{name: "IDWithSeparators", givenID: "a:b#2 c/d", givenTimeout: 3 * time.Second, givenDestName: "dst_3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			viaAsynq, viaBatch := redistest.New(t), redistest.New(t)
+			queue := viaAsynq.Queue
+			dest := jobs.Destination{Name: tc.givenDestName, URL: "http://127.0.0.1:1/", Timeout: tc.givenTimeout}
+			routes := jobs.Routes{"src": {tc.givenDestName: dest}}
+			p := jobs.DeliverPayload{Source: "src", EventID: tc.givenID, Destination: tc.givenDestName}
+
+			before := time.Now()
+			if err := jobs.NewEnqueuer(viaAsynq.Client, queue, routes).Enqueue(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			unrouted, err := jobs.NewEnqueuer(viaBatch.Client, queue, routes).EnqueueEvents(ctx, []dedupe.EventRef{{Source: "src", ExternalID: tc.givenID}})
+			if err != nil || len(unrouted) != 0 {
+				t.Fatalf("EnqueueEvents: unrouted %v, err %v", unrouted, err)
+			}
+			want, got := dumpRedis(t, viaAsynq.Client, before), dumpRedis(t, viaBatch.Client, before)
+			for _, k := range slices.Sorted(maps.Keys(want)) {
+				if got[k] != want[k] {
+					t.Errorf("key %s: got %s, Asynq wrote %s", k, got[k], want[k])
+				}
+			}
+			for k := range got {
+				if _, ok := want[k]; !ok {
+					t.Errorf("key %s written, Asynq writes no such key", k)
+				}
+			}
+
+			info, err := asynq.NewInspectorFromRedisClient(viaBatch.Client).GetTaskInfo(queue, p.Key())
+			if err != nil {
+				t.Fatalf("Asynq's inspector cannot read the task: %v", err)
+			}
+			timeout := dest.WithDefaults().Timeout + 30*time.Second
+			if info.Type != jobs.TypeDeliver || info.State != asynq.TaskStatePending || info.Queue != queue ||
+				info.Timeout != timeout || info.MaxRetry != 1<<20 || info.Retried != 0 || !info.Deadline.IsZero() {
+				t.Errorf("task info %+v", info)
+			}
+		})
+	}
+}
+
+// dumpRedis describes every key of the client's database by type and
+// content, for comparing two writers. A hash's pending_since is checked
+// to be a Unix ns time since since, and then shown as "now".
+func dumpRedis(t *testing.T, rdb *redis.Client, since time.Time) map[string]string {
+	t.Helper()
 	ctx := testCtx(t)
-	viaAsynq, viaBatch := redistest.New(t), redistest.New(t)
-	queue := viaAsynq.Queue
-	routes := jobs.Routes{"src": {"dst": {Name: "dst", URL: "http://127.0.0.1:1/", Timeout: 7 * time.Second}}}
-	p := jobs.DeliverPayload{Source: "src", EventID: "evt_1", Destination: "dst"}
-
-	before := time.Now()
-	if err := jobs.NewEnqueuer(viaAsynq.Client, queue, routes).Enqueue(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	unrouted, err := jobs.NewEnqueuer(viaBatch.Client, queue, routes).EnqueueEvents(ctx, []dedupe.EventRef{{Source: "src", ExternalID: "evt_1"}})
-	if err != nil || len(unrouted) != 0 {
-		t.Fatalf("EnqueueEvents: unrouted %v, err %v", unrouted, err)
-	}
-
-	taskKey := "asynq:{" + queue + "}:t:" + p.Key()
-	want, got := viaAsynq.Client.HGetAll(ctx, taskKey).Val(), viaBatch.Client.HGetAll(ctx, taskKey).Val()
-	if len(want) == 0 {
-		t.Fatalf("Asynq wrote no hash at %s", taskKey)
-	}
-	for field, w := range want {
-		if field == "pending_since" {
-			continue
-		}
-		if got[field] != w {
-			t.Errorf("field %s: got %q, Asynq wrote %q", field, got[field], w)
+	out := map[string]string{}
+	for _, k := range rdb.Keys(ctx, "*").Val() {
+		switch typ := rdb.Type(ctx, k).Val(); typ {
+		case "hash":
+			h := rdb.HGetAll(ctx, k).Val()
+			if v, ok := h["pending_since"]; ok {
+				ns, err := strconv.ParseInt(v, 10, 64)
+				if err != nil || ns < since.UnixNano() || ns > time.Now().UnixNano() {
+					t.Errorf("%s: pending_since %q, want the Unix ns time of the write", k, v)
+				}
+				h["pending_since"] = "now"
+			}
+			out[k] = fmt.Sprintf("hash %v", h)
+		case "list":
+			out[k] = fmt.Sprintf("list %v", rdb.LRange(ctx, k, 0, -1).Val())
+		case "set":
+			out[k] = fmt.Sprintf("set %v", slices.Sorted(slices.Values(rdb.SMembers(ctx, k).Val())))
+		case "zset":
+			out[k] = fmt.Sprintf("zset %v", rdb.ZRangeWithScores(ctx, k, 0, -1).Val())
+		default:
+			out[k] = typ + " " + rdb.Get(ctx, k).Val()
 		}
 	}
-	if len(got) != len(want) {
-		t.Errorf("fields: got %v, Asynq wrote %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
-	}
-	since, err := strconv.ParseInt(got["pending_since"], 10, 64)
-	if err != nil || since < before.UnixNano() || since > time.Now().UnixNano() {
-		t.Errorf("pending_since %q, want the Unix ns time of the write", got["pending_since"])
-	}
-	pendingKey := "asynq:{" + queue + "}:pending"
-	if w, g := viaAsynq.Client.LRange(ctx, pendingKey, 0, -1).Val(), viaBatch.Client.LRange(ctx, pendingKey, 0, -1).Val(); fmt.Sprint(w) != fmt.Sprint(g) {
-		t.Errorf("pending list: got %v, Asynq wrote %v", g, w)
-	}
-	if ok, _ := viaBatch.Client.SIsMember(ctx, "asynq:queues", queue).Result(); !ok {
-		t.Errorf("queue %s not registered in asynq:queues", queue)
-	}
-
-	info, err := asynq.NewInspectorFromRedisClient(viaBatch.Client).GetTaskInfo(queue, p.Key())
-	if err != nil {
-		t.Fatalf("Asynq's inspector cannot read the task: %v", err)
-	}
-	if info.Type != jobs.TypeDeliver || info.State != asynq.TaskStatePending || info.Queue != queue ||
-		info.Timeout != 37*time.Second || info.MaxRetry != 1<<20 || info.Retried != 0 || !info.Deadline.IsZero() {
-		t.Errorf("task info %+v", info)
-	}
-	if string(info.Payload) != `{"source":"src","event_id":"evt_1","destination":"dst"}` {
-		t.Errorf("payload %s", info.Payload)
-	}
+	return out
 }
 
 func TestEnqueueEvents(t *testing.T) {

@@ -2,12 +2,14 @@ package loadgen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -96,7 +98,9 @@ func resetForReuse(ctx context.Context, pool *pgxpool.Pool, source string) error
 	return err
 }
 
-// clearQueue deletes the Asynq keys of queue.
+// clearQueue deletes queue and its tasks through Asynq's inspector. A
+// queue with tasks still active (a worker of an earlier run still holds
+// them) is an error: stop that worker first.
 func clearQueue(ctx context.Context, redisURL, queue string) error {
 	opts, err := redis.ParseURL(redisURL)
 	if err != nil {
@@ -104,26 +108,11 @@ func clearQueue(ctx context.Context, redisURL, queue string) error {
 	}
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
-	iter := rdb.Scan(ctx, 0, "asynq:{"+queue+"}:*", 1000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-		if len(keys) == 500 {
-			if err := rdb.Unlink(ctx, keys...).Err(); err != nil {
-				return err
-			}
-			keys = keys[:0]
-		}
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	if err := insp.DeleteQueue(queue, true); err != nil && !errors.Is(err, asynq.ErrQueueNotFound) {
+		return fmt.Errorf("error deleting queue %s: %w", queue, err)
 	}
-	if err := iter.Err(); err != nil {
-		return fmt.Errorf("error listing queue keys: %w", err)
-	}
-	if len(keys) > 0 {
-		if err := rdb.Unlink(ctx, keys...).Err(); err != nil {
-			return err
-		}
-	}
-	return rdb.SRem(ctx, "asynq:queues", queue).Err()
+	return nil
 }
 
 // preloaded returns how many preloaded events (evt_pre_<0..n-1>) of
