@@ -382,11 +382,6 @@ func (s *Store) eventSummary(ctx context.Context, source, externalID string, des
 	return e, nil
 }
 
-// Runs returns every run of an event, by destination then generation.
-func (s *Store) Runs(ctx context.Context, source, externalID string) ([]Run, error) {
-	return s.runs(ctx, source, externalID)
-}
-
 func (s *Store) runs(ctx context.Context, source, externalID string) ([]Run, error) {
 	rows, err := s.pool.Query(ctx, eventRunsSQL, source, externalID)
 	if err != nil {

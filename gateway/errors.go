@@ -11,12 +11,10 @@ import (
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
+	"github.com/webhookd/webhookd/jobs"
 )
 
 var (
-	// ErrUnknownSource is returned for a webhook to a source that is not
-	// configured (404).
-	ErrUnknownSource = errors.New("unknown source")
 	// ErrBodyTooLarge is returned when the body exceeds the route's limit
 	// (max_body_bytes for webhooks; see LimitBody) (413).
 	ErrBodyTooLarge = errors.New("body exceeds the size limit")
@@ -37,7 +35,7 @@ func statusOf(err error) (int, string) {
 		tooLarge *http.MaxBytesError
 	)
 	switch {
-	case errors.Is(err, ErrUnknownSource):
+	case errors.Is(err, jobs.ErrUnknownSource):
 		return http.StatusNotFound, err.Error()
 	case errors.Is(err, ErrBodyTooLarge), errors.As(err, &tooLarge):
 		return http.StatusRequestEntityTooLarge, ErrBodyTooLarge.Error()

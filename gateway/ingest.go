@@ -16,6 +16,7 @@ import (
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
+	"github.com/webhookd/webhookd/jobs"
 )
 
 // accepted is the answer to a first delivery.
@@ -45,7 +46,7 @@ func (s *Server) ingest(c echo.Context) error {
 	src, ok := s.cfg.Sources[name]
 	if !ok {
 		s.metrics.observe("unknown", "rejected_unknown_source", time.Since(start))
-		return ErrUnknownSource
+		return jobs.ErrUnknownSource
 	}
 	log := s.log.With(slog.String("source", name), slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)))
 

@@ -13,7 +13,8 @@ import (
 	"github.com/webhookd/webhookd/dedupe"
 )
 
-// ErrUnknownSource is returned when an event's source has no route.
+// ErrUnknownSource is returned when a source (or a destination of it) is
+// not configured: a webhook to it, a replay of it, a task for it.
 var ErrUnknownSource = errors.New("unknown source")
 
 // taskTimeoutMargin is added to a destination's timeout to bound the whole

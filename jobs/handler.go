@@ -92,6 +92,9 @@ func NewHandler(store runStore, cfg HandlerConfig) *Handler {
 
 // ProcessTask implements asynq.Handler.
 func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
+	if p, ok := ctx.Value(payloadKey{}).(DeliverPayload); ok {
+		return h.Deliver(ctx, p)
+	}
 	p, err := decodePayload(t.Payload())
 	if err != nil {
 		loggerFrom(ctx, h.cfg.Logger).ErrorContext(ctx, "dropping malformed task", slog.String("error", err.Error()))

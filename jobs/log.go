@@ -11,6 +11,10 @@ import (
 
 type loggerKey struct{}
 
+// payloadKey carries the task's decoded payload from the middleware to
+// the handler, so it is decoded once.
+type payloadKey struct{}
+
 // loggerFrom returns the task's logger from ctx, or fallback.
 func loggerFrom(ctx context.Context, fallback *slog.Logger) *slog.Logger {
 	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
@@ -32,6 +36,7 @@ func logMiddleware(base *slog.Logger) asynq.MiddlewareFunc {
 					slog.String("key", p.Key()),
 					slog.String("destination", p.Destination),
 				)
+				ctx = context.WithValue(ctx, payloadKey{}, p)
 			}
 			if n, ok := asynq.GetRetryCount(ctx); ok {
 				log = log.With(slog.Int("task_retry", n))

@@ -159,11 +159,11 @@ func (a *Admin) requestLog(c echo.Context) *slog.Logger {
 }
 
 // destinations returns the configured destination names of source,
-// sorted, or ErrUnknownSource.
+// sorted, or jobs.ErrUnknownSource.
 func (a *Admin) destinations(source string) ([]string, error) {
 	dests, ok := a.cfg.Routes[source]
 	if !ok {
-		return nil, ErrUnknownSource
+		return nil, jobs.ErrUnknownSource
 	}
 	names := make([]string, 0, len(dests))
 	for n := range dests {
@@ -192,7 +192,7 @@ func httpError(err error) error {
 		return err
 	case errors.Is(err, dedupe.ErrNotFound):
 		return echo.NewHTTPError(http.StatusNotFound, "event not found")
-	case errors.Is(err, ErrUnknownSource), errors.Is(err, ErrUnknownDestination):
+	case errors.Is(err, jobs.ErrUnknownSource), errors.Is(err, ErrUnknownDestination):
 		return echo.NewHTTPError(http.StatusUnprocessableEntity, err.Error())
 	case errors.Is(err, dedupe.ErrBadCursor), errors.Is(err, ErrBadFilter), errors.Is(err, textfield.ErrInvalid):
 		return echo.NewHTTPError(http.StatusBadRequest, err.Error())

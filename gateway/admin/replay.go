@@ -14,9 +14,6 @@ import (
 )
 
 var (
-	// ErrUnknownSource is returned when a replay names a source that is
-	// not configured: nothing could route it.
-	ErrUnknownSource = errors.New("source is not configured")
 	// ErrUnknownDestination is returned when a replay names a destination
 	// the source does not have.
 	ErrUnknownDestination = errors.New("destination is not configured for the source")
@@ -89,7 +86,7 @@ type RunReplay struct {
 // (attempts reset to 0) and enqueued with the same key; a destination
 // without a run gets its first one; with Force, a new generation is
 // recorded and enqueued. It returns dedupe.ErrNotFound for an unknown
-// event, ErrUnknownSource or ErrUnknownDestination, and ErrEnqueueFailed
+// event, jobs.ErrUnknownSource or ErrUnknownDestination, and ErrEnqueueFailed
 // (with the result filled in) when Redis did not take the task.
 func (a *Admin) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, error) {
 	return a.replay(ctx, a.log, req)
