@@ -3,8 +3,6 @@ package jobs
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -17,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway/verify"
 )
 
 // resultBodyLimit is how much of a destination's answer is stored.
@@ -89,7 +88,15 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 	req.Header.Set("Webhookd-Event-Id", r.eventID)
 	req.Header.Set("Webhookd-Attempt", strconv.Itoa(r.call))
 	if r.dest.SigningSecret != "" {
-		signStandard(req.Header, r.dest.SigningSecret, r.key, r.now, r.body)
+		// Standard Webhooks headers, as the verifier's own signer writes
+		// them for a sender; the message id is the key.
+		h, _, err := verify.Sign(verify.Config{Scheme: verify.SchemeStandard, Secrets: []string{r.dest.SigningSecret}}, r.body, r.now, r.key)
+		if err != nil {
+			return callResult{outcome: dedupe.OutcomePermanent, err: "destination signing_secret is not a Standard Webhooks secret (whsec_<base64>)"}
+		}
+		for k, v := range h {
+			req.Header[k] = v
+		}
 	}
 
 	start := time.Now()
@@ -168,26 +175,6 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	return min(d, maxHold), true
-}
-
-// signStandard adds Standard Webhooks headers: the message id is the key.
-func signStandard(h http.Header, secret, key string, now time.Time, body []byte) {
-	secretBytes := []byte(secret)
-	if s, ok := strings.CutPrefix(secret, "whsec_"); ok {
-		if dec, err := base64.StdEncoding.DecodeString(s); err == nil {
-			secretBytes = dec
-		}
-	}
-	ts := strconv.FormatInt(now.Unix(), 10)
-	mac := hmac.New(sha256.New, secretBytes)
-	mac.Write([]byte(key))
-	mac.Write([]byte{'.'})
-	mac.Write([]byte(ts))
-	mac.Write([]byte{'.'})
-	mac.Write(body)
-	h.Set("webhook-id", key)
-	h.Set("webhook-timestamp", ts)
-	h.Set("webhook-signature", "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
 }
 
 // redactURL describes a transport error without the destination URL,

@@ -73,7 +73,8 @@ type Destination struct {
 	// MaxAttempts is how many failed tries make the run dead. Defaults to 20.
 	MaxAttempts int
 	// SigningSecret, when set, signs forwarded calls with Standard Webhooks
-	// headers. A "whsec_" prefix marks a base64 secret.
+	// headers (webhook-id is the key). It is a Standard Webhooks secret,
+	// whsec_<base64>, as verify.SchemeStandard takes it.
 	SigningSecret string
 }
 

@@ -304,6 +304,11 @@ func (c *config) validate() error {
 			if d.Timeout.std() >= c.Lease.std() {
 				return c.fieldError("must be shorter than lease", "sources", i, "destinations", j, "timeout")
 			}
+			if d.SigningSecret != "" {
+				if err := (verify.Config{Scheme: verify.SchemeStandard, Secrets: []string{d.SigningSecret}}).Validate(); err != nil {
+					return c.fieldError("must be a Standard Webhooks secret, whsec_ followed by base64", "sources", i, "destinations", j, "signing_secret")
+				}
+			}
 		}
 	}
 	return nil

@@ -37,6 +37,9 @@ sources:
         url: https://ci.example.com/hook
 `
 
+// signingSecret is a Standard Webhooks secret for the billing destination.
+const signingSecret = "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+
 func env(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) {
 		v, ok := m[k]
@@ -47,7 +50,7 @@ func env(m map[string]string) func(string) (string, bool) {
 func TestParseConfig(t *testing.T) {
 	t.Parallel()
 	cfg, err := parseConfig("w.yaml", []byte(validConfig), env(map[string]string{
-		"TOKEN": "tok", "STRIPE_SECRET": "whsec_new", "SIGNING": "sign",
+		"TOKEN": "tok", "STRIPE_SECRET": "whsec_new", "SIGNING": signingSecret,
 		"DATABASE_URL": "postgres://postgres@db:5432/prod",
 	}))
 	if err != nil {
@@ -64,7 +67,7 @@ func TestParseConfig(t *testing.T) {
 			cfg.Lease.std(), cfg.Worker.RecoveryEvery.std(), cfg.Worker.RecoveryMinAge.std())
 	}
 	routes := cfg.routes()
-	if d := routes["stripe"]["billing"]; d.MaxAttempts != 3 || d.Timeout != 10*time.Second || d.SigningSecret != "sign" {
+	if d := routes["stripe"]["billing"]; d.MaxAttempts != 3 || d.Timeout != 10*time.Second || d.SigningSecret != signingSecret {
 		t.Errorf("billing destination: %+v", d)
 	}
 	if d := routes["gh"]["ci"]; d.MaxAttempts != 20 || d.Timeout != 10*time.Second {
@@ -155,6 +158,11 @@ func TestParseConfigErrors(t *testing.T) {
 			name:       "a key of an earlier version",
 			givenYAML:  strings.Replace(validConfig, "lease: 1m", "lease: 1m\nworker:\n  sweep_interval: 10s", 1),
 			expectText: []string{`unknown key "sweep_interval"`, "replaced by worker.recovery_interval"},
+		},
+		{
+			name:       "signing secret not in Standard Webhooks form",
+			givenYAML:  strings.Replace(validConfig, "signing_secret: ${SIGNING}", "signing_secret: s3cr3t", 1),
+			expectText: []string{"sources[0].destinations[0].signing_secret", "whsec_"},
 		},
 		{
 			name:       "bad redis url",
