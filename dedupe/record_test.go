@@ -7,9 +7,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/internal/pgtest"
@@ -217,43 +219,63 @@ func (c *countingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Ro
 	return c.DB.Query(ctx, sql, args...)
 }
 
-// TestBatcherLinger: events arriving a little apart share one statement
-// when the batcher lingers, and each get their own when it does not.
+// TestBatcherLinger: events arriving one after another share one
+// statement when the batcher lingers, and each get their own when it does
+// not; a lone event waits Linger for company, then goes out alone.
+//
+// It runs in a synctest bubble, so it depends on no timing: each event is
+// sent only when everything the previous one set off has settled (its
+// statement committed, or the batcher waiting for company), and time
+// passes only when nothing else can happen.
 func TestBatcherLinger(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name             string
 		givenLinger      time.Duration
+		givenEvents      int
 		expectStatements int64
+		expectWait       time.Duration
 	}{
-		{name: "Lingers", givenLinger: 2 * time.Second, expectStatements: 1},
-		{name: "DoesNot", givenLinger: 0, expectStatements: 4},
+		{name: "Lingers", givenLinger: 2 * time.Second, givenEvents: 4, expectStatements: 1},
+		{name: "LoneEventWaitsLinger", givenLinger: 2 * time.Second, givenEvents: 1, expectStatements: 1, expectWait: 2 * time.Second},
+		{name: "DoesNot", givenLinger: 0, givenEvents: 4, expectStatements: 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			schema := pgtest.New(t)
-			db := &countingDB{DB: schema.Pool}
-			b := dedupe.NewBatcher(db, dedupe.BatcherConfig{MaxInFlight: 1, Linger: tc.givenLinger, LingerBelow: 4})
-			defer b.Close()
-			var wg sync.WaitGroup
-			for i := range 4 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if _, err := b.Record(context.Background(), event("s", fmt.Sprintf("evt_%d", i))); err != nil {
-						t.Error(err)
-					}
-				}()
-				// Far apart enough that without lingering each event
-				// finds the batcher idle.
-				time.Sleep(100 * time.Millisecond)
-			}
-			wg.Wait()
-			if n := db.queries.Load(); n != tc.expectStatements {
-				t.Fatalf("%d statements for 4 events, want %d", n, tc.expectStatements)
-			}
-			if n := schema.Int(t, `SELECT count(*) FROM events`); n != 4 {
-				t.Fatalf("%d events stored, want 4", n)
+			synctest.Test(t, func(t *testing.T) {
+				// A pool of the bubble's own: connections made inside it
+				// must not be used outside.
+				pool, err := pgxpool.New(context.Background(), schema.URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer pool.Close()
+				db := &countingDB{DB: pool}
+				b := dedupe.NewBatcher(db, dedupe.BatcherConfig{MaxInFlight: 1, Linger: tc.givenLinger, LingerBelow: 4})
+				defer b.Close()
+				start := time.Now()
+				var wg sync.WaitGroup
+				for i := range tc.givenEvents {
+					wg.Go(func() {
+						if _, err := b.Record(context.Background(), event("s", fmt.Sprintf("evt_%d", i))); err != nil {
+							t.Error(err)
+						}
+					})
+					// Without lingering, the event's statement has
+					// committed by now and the next finds the batcher idle.
+					synctest.Wait()
+				}
+				wg.Wait()
+				if n := db.queries.Load(); n != tc.expectStatements {
+					t.Fatalf("%d statements for %d events, want %d", n, tc.givenEvents, tc.expectStatements)
+				}
+				if waited := time.Since(start); waited != tc.expectWait {
+					t.Fatalf("events answered after %s, want %s", waited, tc.expectWait)
+				}
+			})
+			if n := schema.Int(t, `SELECT count(*) FROM events`); n != tc.givenEvents {
+				t.Fatalf("%d events stored, want %d", n, tc.givenEvents)
 			}
 		})
 	}

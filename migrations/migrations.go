@@ -96,6 +96,25 @@ func Check(ctx context.Context, databaseURL string) error {
 	return nil
 }
 
+// DownTo reverts the applied migrations above version, for tests that
+// check each down migration undoes its up. It returns the version
+// reached; a schema below version is an error.
+func DownTo(ctx context.Context, databaseURL string, version uint) (uint, error) {
+	return run(ctx, databaseURL, func(m *migrate.Migrate) error {
+		current, _, err := m.Version()
+		if err != nil && !errors.Is(err, migrate.ErrNilVersion) {
+			return err
+		}
+		switch {
+		case current < version:
+			return fmt.Errorf("schema is at version %d, below %d", current, version)
+		case version == 0:
+			return m.Down() // Migrate knows no version 0
+		}
+		return m.Migrate(version)
+	})
+}
+
 // Down reverts every migration. It exists for tests and for operators
 // removing webhookd; it deletes all data.
 func Down(ctx context.Context, databaseURL string) (uint, error) {

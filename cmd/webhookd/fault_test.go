@@ -242,8 +242,10 @@ func TestFaultWorkerKilledMidCall(t *testing.T) {
 	if n := schema.Int(t, `SELECT count(*) FROM job_runs WHERE status = 'done'`); n != len(others)+1 {
 		t.Fatalf("%d runs done, want %d", n, len(others)+1)
 	}
-	if !strings.Contains(w2.Logs(), "lease passed") {
-		t.Errorf("worker-2 never logged the sweeper's reset")
+	// Every process runs the reconciler, so the gateway may take the run
+	// back before worker-2 does.
+	if !strings.Contains(w2.Logs(), "lease passed") && !strings.Contains(gw.Logs(), "lease passed") {
+		t.Errorf("neither worker-2 nor the gateway logged the sweeper's reset")
 	}
 	checkNoDuplicates(t, bin, cfg)
 	t.Logf("took %s", time.Since(start).Round(time.Millisecond))

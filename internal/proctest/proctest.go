@@ -29,6 +29,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webhookd/webhookd/internal/logtest"
+	"github.com/webhookd/webhookd/internal/redistest"
 )
 
 // Package is the import path of the webhookd command.
@@ -100,10 +101,11 @@ func build(tb testing.TB, dir, tags string) (string, error) {
 	return path, nil
 }
 
-// Main runs the tests and removes the binaries Binary built. Call it from
+// Main runs the tests through redistest.Main (which stops the Redis the
+// tests start) and removes the binaries Binary built. Call it from
 // TestMain: os.Exit(proctest.Main(m)).
 func Main(m *testing.M) int {
-	code := m.Run()
+	code := redistest.Main(m)
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
 	}
