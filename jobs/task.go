@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/go-redis/redis_rate/v10"
 )
 
 // TypeDeliver is the Asynq task type that forwards one event to one
@@ -72,14 +74,45 @@ type Destination struct {
 	Timeout time.Duration
 	// MaxAttempts is how many failed tries make the run dead. Defaults to 20.
 	MaxAttempts int
+	// Concurrency caps the calls in flight, all workers together; 0 means
+	// no cap.
+	Concurrency int
+	// Rate caps the calls per period, all workers together, with a burst
+	// of at most one second's worth; nil means no cap.
+	Rate *redis_rate.Limit
+	// Circuit stops calling the destination after a run of failed calls.
+	Circuit Circuit
 	// SigningSecret, when set, signs forwarded calls with Standard Webhooks
 	// headers (webhook-id is the key). It is a Standard Webhooks secret,
 	// whsec_<base64>, as verify.SchemeStandard takes it.
 	SigningSecret string
 }
 
+// Circuit is a destination's circuit breaker (SPEC): after Failures
+// failed calls in a row (the outcomes that spend an attempt: 5xx, 408,
+// 3xx, timeout, connection error) it is open for Cooldown from the last
+// of them, then one call probes it, and a 2xx closes it.
+type Circuit struct {
+	// Failures opens the circuit. Defaults to 20 unless Disabled.
+	Failures int
+	// Cooldown is how long it stays open after the last failure. Defaults
+	// to 1m.
+	Cooldown time.Duration
+	// Disabled turns the circuit off (the configuration's failures: 0).
+	Disabled bool
+}
+
 // WithDefaults returns a copy of d with zero fields set to their defaults.
 func (d Destination) WithDefaults() Destination {
+	switch {
+	case d.Circuit.Disabled:
+		d.Circuit.Failures = 0
+	case d.Circuit.Failures <= 0:
+		d.Circuit.Failures = 20
+	}
+	if d.Circuit.Cooldown <= 0 {
+		d.Circuit.Cooldown = time.Minute
+	}
 	if d.Timeout <= 0 {
 		d.Timeout = 10 * time.Second
 	}

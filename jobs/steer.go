@@ -1,0 +1,287 @@
+package jobs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	randv2 "math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+)
+
+// Steering holds the calls of a destination that must not go out yet,
+// across all workers and processes (SPEC: "Rate limit, concurrency, pause
+// and circuit hold calls; they never spend an attempt and never lose
+// one"). It is asked before a task claims its key; a hold sends the task
+// back to the queue for a while without touching Postgres, so a held
+// destination costs Redis a little and Postgres nothing. The state lives
+// in Redis under one hash tag per destination, so each script touches one
+// Redis Cluster slot; a concurrency slot expires with its call's timeout,
+// so a worker that dies holding one gives it back.
+type Steering struct {
+	rdb     redis.UniversalClient
+	limiter *redis_rate.Limiter
+	paused  func(source, destination string) bool
+	now     func() time.Time
+}
+
+// NewSteering returns a Steering on rdb. paused reports whether an
+// operator paused a destination (a cache of Postgres's record; nil: none
+// is).
+func NewSteering(rdb redis.UniversalClient, paused func(source, destination string) bool) *Steering {
+	if paused == nil {
+		paused = func(string, string) bool { return false }
+	}
+	return &Steering{rdb: rdb, limiter: redis_rate.NewLimiter(rdb), paused: paused, now: time.Now}
+}
+
+// Hold reasons, as logged and counted.
+const (
+	holdPaused        = "paused"
+	holdCircuitOpen   = "circuit_open"
+	holdCircuitProbe  = "circuit_probe"
+	holdConcurrency   = "concurrency"
+	holdRate          = "rate"
+	pausedHold        = 30 * time.Second
+	minConcurrentHold = 100 * time.Millisecond
+	maxSteeringHold   = time.Hour
+)
+
+// holdReasons lists every hold reason, for metrics that exist at zero.
+var holdReasons = []string{holdPaused, holdCircuitOpen, holdCircuitProbe, holdConcurrency, holdRate}
+
+// admission is Steering's answer for one call: go (hold is 0), or wait
+// for hold.
+type admission struct {
+	hold   time.Duration
+	reason string
+	// slot is the concurrency slot taken (release it), or "".
+	slot string
+	// probe is true when this call probes an open circuit.
+	probe bool
+}
+
+// destinationKeys returns the Redis keys of a destination's steering
+// state; the braces keep them in one Cluster slot.
+func destinationKeys(source, destination string) (prefix string) {
+	return "webhookd:{dest:" + source + ":" + destination + "}:"
+}
+
+// admitScript decides the circuit and the concurrency slot of one call.
+//
+// KEYS: slots (zset: slot → expiry ms), circuit (hash: fails, last ms),
+// probe (string: the probing slot), waiters (zset: job key → expiry ms).
+// ARGV: now ms, slot id, slot ttl ms, concurrency limit (0: none),
+// failures threshold (0: no circuit), cooldown ms, job key.
+// Returns {reason or "ok", ms (wait or 0), waiters, probe (0/1)}.
+var admitScript = redis.NewScript(`
+local now, slot, ttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local limit, threshold, cooldown, key = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local function hold(reason, ms)
+  redis.call("ZADD", KEYS[4], now + ms + ttl, key)
+  redis.call("ZREMRANGEBYSCORE", KEYS[4], "-inf", now)
+  return {reason, ms, redis.call("ZCARD", KEYS[4]), 0}
+end
+local probe = 0
+if threshold > 0 then
+  local fails = tonumber(redis.call("HGET", KEYS[2], "fails") or "0")
+  if fails >= threshold then
+    local reopen = tonumber(redis.call("HGET", KEYS[2], "last") or "0") + cooldown
+    if now < reopen then
+      return hold("circuit_open", reopen - now)
+    end
+    if not redis.call("SET", KEYS[3], slot, "NX", "PX", ttl) then
+      return hold("circuit_probe", math.min(cooldown, ttl))
+    end
+    probe = 1
+  end
+end
+if limit > 0 then
+  redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)
+  if redis.call("ZCARD", KEYS[1]) >= limit then
+    if probe == 1 then redis.call("DEL", KEYS[3]) end
+    return hold("concurrency", 0)
+  end
+  redis.call("ZADD", KEYS[1], now + ttl, slot)
+  redis.call("PEXPIRE", KEYS[1], ttl)
+end
+redis.call("ZREM", KEYS[4], key)
+return {"ok", 0, 0, probe}
+`)
+
+// releaseScript gives a call's slot back and records its outcome in the
+// circuit: a success closes it, a failure counts toward opening it.
+//
+// KEYS: slots, circuit, probe. ARGV: slot id, outcome class ("success",
+// "failure" or "other"), now ms, failures threshold. Returns "opened",
+// "closed" or "".
+var releaseScript = redis.NewScript(`
+local slot, class, now, threshold = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+redis.call("ZREM", KEYS[1], slot)
+if redis.call("GET", KEYS[3]) == slot then redis.call("DEL", KEYS[3]) end
+if threshold <= 0 then return "" end
+local fails = tonumber(redis.call("HGET", KEYS[2], "fails") or "0")
+if class == "success" then
+  if fails > 0 then redis.call("HSET", KEYS[2], "fails", 0) end
+  if fails >= threshold then return "closed" end
+elseif class == "failure" then
+  redis.call("HSET", KEYS[2], "fails", fails + 1, "last", now)
+  if fails + 1 == threshold then return "opened" end
+end
+return ""
+`)
+
+// waitScript records a held caller and returns how many wait.
+//
+// KEYS: waiters. ARGV: now ms, job key, expiry ms.
+var waitScript = redis.NewScript(`
+redis.call("ZADD", KEYS[1], ARGV[3], ARGV[2])
+redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", ARGV[1])
+return redis.call("ZCARD", KEYS[1])
+`)
+
+// admit decides whether a call of key to dest may go now. It returns an
+// error when Redis does not answer; the caller then holds the task as for
+// any failure to claim.
+func (s *Steering) admit(ctx context.Context, source string, dest Destination, key string) (admission, error) {
+	if s.paused(source, dest.Name) {
+		return admission{hold: jittered(pausedHold), reason: holdPaused}, nil
+	}
+	if dest.Concurrency <= 0 && dest.Circuit.Failures <= 0 && dest.Rate == nil {
+		return admission{}, nil
+	}
+	prefix := destinationKeys(source, dest.Name)
+	now := s.now()
+	slot := key + "/" + randomSuffix()
+	ttl := dest.Timeout + taskTimeoutMargin
+	res, err := admitScript.Run(ctx, s.rdb,
+		[]string{prefix + "slots", prefix + "circuit", prefix + "probe", prefix + "waiters"},
+		now.UnixMilli(), slot, ttl.Milliseconds(), dest.Concurrency, dest.Circuit.Failures,
+		dest.Circuit.Cooldown.Milliseconds(), key).Slice()
+	if err != nil {
+		return admission{}, fmt.Errorf("error checking destination %s/%s: %w", source, dest.Name, err)
+	}
+	reason, _ := res[0].(string)
+	ms, _ := res[1].(int64)
+	waiters, _ := res[2].(int64)
+	probe, _ := res[3].(int64)
+	switch reason {
+	case holdCircuitOpen, holdCircuitProbe:
+		return admission{hold: jittered(time.Duration(ms) * time.Millisecond), reason: reason}, nil
+	case holdConcurrency:
+		// Spread the waiters over the time the slots take to turn over,
+		// so they do not all come back at once.
+		spread := time.Duration(float64(minConcurrentHold) * (1 + float64(waiters)/float64(dest.Concurrency)))
+		return admission{hold: jittered(min(spread, maxSteeringHold)), reason: reason}, nil
+	}
+	adm := admission{slot: slot, probe: probe == 1}
+	if dest.Rate == nil {
+		return adm, nil
+	}
+	r, err := s.limiter.Allow(ctx, prefix+"rate", *dest.Rate)
+	if err != nil {
+		s.release(context.WithoutCancel(ctx), source, dest, adm, outcomeOther)
+		return admission{}, fmt.Errorf("error checking destination %s/%s's rate: %w", source, dest.Name, err)
+	}
+	if r.Allowed > 0 {
+		return adm, nil
+	}
+	s.release(context.WithoutCancel(ctx), source, dest, adm, outcomeOther)
+	n, err := waitScript.Run(ctx, s.rdb, []string{prefix + "waiters"}, now.UnixMilli(), key,
+		now.Add(r.RetryAfter+ttl).UnixMilli()).Int64()
+	if err != nil {
+		n = 1
+	}
+	// Each waiter takes a turn: spread them over the time the rate needs
+	// to let them all through.
+	perCall := dest.Rate.Period / time.Duration(max(dest.Rate.Rate, 1))
+	spread := time.Duration(randv2.Int64N(int64(perCall)*max(n, 1) + 1))
+	return admission{hold: min(r.RetryAfter+spread, maxSteeringHold), reason: holdRate}, nil
+}
+
+// Outcome classes of a call, for the circuit.
+const (
+	outcomeSuccess = "success"
+	outcomeFailure = "failure"
+	outcomeOther   = "other"
+)
+
+// release gives back what admit took and records the call's class in
+// the circuit. It returns "opened" or "closed" when the call changed the
+// circuit.
+func (s *Steering) release(ctx context.Context, source string, dest Destination, adm admission, class string) string {
+	if adm.slot == "" {
+		return ""
+	}
+	prefix := destinationKeys(source, dest.Name)
+	change, err := releaseScript.Run(ctx, s.rdb, []string{prefix + "slots", prefix + "circuit", prefix + "probe"},
+		adm.slot, class, s.now().UnixMilli(), dest.Circuit.Failures).Text()
+	if err != nil {
+		// The slot expires by itself with the call's timeout.
+		return ""
+	}
+	return change
+}
+
+// jittered spreads d over [0.75d, 1.25d), so holds end apart.
+func jittered(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d*3/4 + time.Duration(randv2.Int64N(int64(d)/2+1))
+}
+
+func randomSuffix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// DestinationState is what Steering knows of a destination now.
+type DestinationState struct {
+	// State is "active", "paused" or "open" (its circuit is open or
+	// probing).
+	State string
+	// InFlight counts calls holding a concurrency slot (with a
+	// concurrency limit; 0 otherwise).
+	InFlight int
+	// ConsecutiveFailures counts failed calls in a row.
+	ConsecutiveFailures int
+	// LastFailure is when the latest of them ended.
+	LastFailure time.Time
+}
+
+// State reads dest's state.
+func (s *Steering) State(ctx context.Context, source string, dest Destination) (DestinationState, error) {
+	prefix := destinationKeys(source, dest.Name)
+	now := s.now()
+	var (
+		slots   *redis.IntCmd
+		circuit *redis.MapStringStringCmd
+	)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		slots = p.ZCount(ctx, prefix+"slots", strconv.FormatInt(now.UnixMilli(), 10), "+inf")
+		circuit = p.HGetAll(ctx, prefix+"circuit")
+		return nil
+	})
+	if err != nil {
+		return DestinationState{}, fmt.Errorf("error reading destination %s/%s: %w", source, dest.Name, err)
+	}
+	st := DestinationState{State: "active", InFlight: int(slots.Val())}
+	h := circuit.Val()
+	st.ConsecutiveFailures, _ = strconv.Atoi(h["fails"])
+	if ms, err := strconv.ParseInt(h["last"], 10, 64); err == nil {
+		st.LastFailure = time.UnixMilli(ms)
+	}
+	switch {
+	case s.paused(source, dest.Name):
+		st.State = "paused"
+	case dest.Circuit.Failures > 0 && st.ConsecutiveFailures >= dest.Circuit.Failures:
+		st.State = "open"
+	}
+	return st, nil
+}

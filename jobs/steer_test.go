@@ -1,0 +1,231 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+
+	"github.com/webhookd/webhookd/internal/redistest"
+)
+
+func TestSteeringConcurrency(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	// Two "processes" sharing one Redis.
+	a, b := NewSteering(r.Client, nil), NewSteering(r.Client, nil)
+	dest := Destination{Name: "d", Concurrency: 2, Circuit: Circuit{Disabled: true}}.WithDefaults()
+	ctx := context.Background()
+	var (
+		inFlight, most atomic.Int32
+		wg             sync.WaitGroup
+		held           atomic.Int32
+	)
+	for i := range 40 {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			for {
+				adm, err := s.admit(ctx, "src", dest, fmt.Sprintf("k%d", i))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if adm.hold > 0 {
+					if adm.reason != holdConcurrency {
+						t.Errorf("held for %s, want concurrency", adm.reason)
+					}
+					held.Add(1)
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				n := inFlight.Add(1)
+				for {
+					m := most.Load()
+					if n <= m || most.CompareAndSwap(m, n) {
+						break
+					}
+				}
+				time.Sleep(3 * time.Millisecond)
+				inFlight.Add(-1)
+				s.release(ctx, "src", dest, adm, outcomeSuccess)
+				return
+			}
+		})
+	}
+	wg.Wait()
+	if most.Load() > 2 {
+		t.Fatalf("%d calls in flight at once, want at most 2", most.Load())
+	}
+	if most.Load() < 2 || held.Load() == 0 {
+		t.Fatalf("most in flight %d, holds %d: the cap was never reached", most.Load(), held.Load())
+	}
+}
+
+// TestSteeringSlotOfADeadWorker: a slot taken by a worker that never gives
+// it back frees when its call's timeout (plus margin) passes.
+func TestSteeringSlotOfADeadWorker(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	s := NewSteering(r.Client, nil)
+	clock := time.Now()
+	s.now = func() time.Time { return clock }
+	dest := Destination{Name: "d", Concurrency: 1, Timeout: time.Second, Circuit: Circuit{Disabled: true}}.WithDefaults()
+	ctx := context.Background()
+	if adm, err := s.admit(ctx, "src", dest, "dead"); err != nil || adm.hold > 0 {
+		t.Fatalf("first: %+v %v", adm, err)
+	}
+	if adm, _ := s.admit(ctx, "src", dest, "next"); adm.hold == 0 {
+		t.Fatal("a second call got the only slot")
+	}
+	clock = clock.Add(dest.Timeout + taskTimeoutMargin + time.Millisecond)
+	if adm, err := s.admit(ctx, "src", dest, "next"); err != nil || adm.hold > 0 {
+		t.Fatalf("after the dead worker's slot expired: %+v %v", adm, err)
+	}
+}
+
+func TestSteeringCircuit(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	s := NewSteering(r.Client, nil)
+	clock := time.Now()
+	s.now = func() time.Time { return clock }
+	dest := Destination{Name: "d", Circuit: Circuit{Failures: 3, Cooldown: time.Minute}}.WithDefaults()
+	ctx := context.Background()
+	call := func(class string) (admission, string) {
+		t.Helper()
+		adm, err := s.admit(ctx, "src", dest, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if adm.hold > 0 {
+			return adm, ""
+		}
+		return adm, s.release(ctx, "src", dest, adm, class)
+	}
+	// A 429 or a 4xx is no failure; two failures do not open it.
+	call(outcomeOther)
+	call(outcomeFailure)
+	call(outcomeFailure)
+	if adm, _ := call(outcomeOther); adm.hold > 0 {
+		t.Fatal("held after two failures, want closed")
+	}
+	if _, change := call(outcomeFailure); change != "opened" {
+		t.Fatalf("third failure in a row: %q, want opened", change)
+	}
+	if adm, _ := call(outcomeSuccess); adm.reason != holdCircuitOpen || adm.hold < 40*time.Second {
+		t.Fatalf("while open: %+v, want held about the cooldown", adm)
+	}
+	if st, _ := s.State(ctx, "src", dest); st.State != "open" || st.ConsecutiveFailures != 3 {
+		t.Fatalf("state %+v, want open after 3 failures", st)
+	}
+	// After the cooldown one call probes; others wait while it is out.
+	clock = clock.Add(time.Minute)
+	probe, err := s.admit(ctx, "src", dest, "probe")
+	if err != nil || probe.hold > 0 || !probe.probe {
+		t.Fatalf("after the cooldown: %+v %v, want one probe", probe, err)
+	}
+	if adm, _ := s.admit(ctx, "src", dest, "other"); adm.reason != holdCircuitProbe {
+		t.Fatalf("while probing: %+v, want held", adm)
+	}
+	if change := s.release(ctx, "src", dest, probe, outcomeSuccess); change != "closed" {
+		t.Fatalf("probe answered 2xx: %q, want closed", change)
+	}
+	if adm, _ := call(outcomeSuccess); adm.hold > 0 {
+		t.Fatalf("after closing: %+v", adm)
+	}
+	// A failed probe keeps it open for another cooldown.
+	for range 3 {
+		call(outcomeFailure)
+	}
+	clock = clock.Add(time.Minute)
+	probe, _ = s.admit(ctx, "src", dest, "probe")
+	s.release(ctx, "src", dest, probe, outcomeFailure)
+	if adm, _ := s.admit(ctx, "src", dest, "k"); adm.reason != holdCircuitOpen {
+		t.Fatalf("after a failed probe: %+v, want open again", adm)
+	}
+}
+
+// TestSteeringRate: callers that keep asking as their holds end get
+// through at the configured rate, all processes together, and their holds
+// are spread rather than all ending at once.
+func TestSteeringRate(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	a, b := NewSteering(r.Client, nil), NewSteering(r.Client, nil)
+	rate := redis_rate.Limit{Rate: 20, Period: time.Second, Burst: 20}
+	dest := Destination{Name: "d", Rate: &rate, Circuit: Circuit{Disabled: true}}.WithDefaults()
+	ctx := context.Background()
+	var (
+		mu    sync.Mutex
+		times []time.Time
+		wg    sync.WaitGroup
+	)
+	start := time.Now()
+	for i := range 60 {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			for {
+				adm, err := s.admit(ctx, "src", dest, fmt.Sprintf("k%d", i))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if adm.hold > 0 {
+					time.Sleep(adm.hold)
+					continue
+				}
+				mu.Lock()
+				times = append(times, time.Now())
+				mu.Unlock()
+				s.release(ctx, "src", dest, adm, outcomeSuccess)
+				return
+			}
+		})
+	}
+	wg.Wait()
+	// 60 calls at 20/s with a burst of 20: at least two seconds.
+	if took := time.Since(start); took < 1900*time.Millisecond {
+		t.Fatalf("60 calls took %s, want at least 2s at 20/s (burst 20)", took)
+	}
+	// No second after the burst holds much more than the rate (the
+	// timestamps are taken after admit returns, so a little noise).
+	slices.SortFunc(times, func(x, y time.Time) int { return x.Compare(y) })
+	for i := 20; i < len(times); i++ {
+		n := 0
+		for _, tm := range times[20:] {
+			if !tm.Before(times[i]) && tm.Sub(times[i]) < time.Second {
+				n++
+			}
+		}
+		if n > 25 {
+			t.Fatalf("%d calls within a second after the burst, want about 20", n)
+		}
+	}
+}
+
+func TestSteeringPaused(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	paused := true
+	s := NewSteering(r.Client, func(source, destination string) bool { return paused && destination == "d" })
+	dest := Destination{Name: "d"}.WithDefaults()
+	adm, err := s.admit(context.Background(), "src", dest, "k")
+	if err != nil || adm.reason != holdPaused || adm.hold < 20*time.Second {
+		t.Fatalf("paused: %+v %v", adm, err)
+	}
+	paused = false
+	if adm, _ := s.admit(context.Background(), "src", dest, "k"); adm.hold > 0 {
+		t.Fatalf("resumed: %+v", adm)
+	}
+}
