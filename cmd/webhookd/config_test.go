@@ -157,6 +157,21 @@ func TestParseConfigErrors(t *testing.T) {
 			expectText: []string{`unknown key "sweep_interval"`, "replaced by worker.recovery_interval"},
 		},
 		{
+			name: "hmac timestamp header that is not signed",
+			givenYAML: validConfig + `  - name: acme
+    verify:
+      scheme: hmac-sha256
+      secrets: ["s3cr3t"]
+      timestamp_header: X-Acme-Timestamp
+      signed_content: "{body}"
+    event_id: json:id
+    destinations:
+      - name: app
+        url: http://127.0.0.1:9000/hooks/acme
+`,
+			expectText: []string{"sources[2].verify", "verify.timestamp_header", "signed_content must contain {timestamp}"},
+		},
+		{
 			name:       "bad redis url",
 			givenYAML:  strings.Replace(validConfig, "redis://127.0.0.1:6379/0", "http://nope", 1),
 			expectText: []string{"redis_url"},

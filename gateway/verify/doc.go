@@ -53,7 +53,9 @@
 // X-Webhook-Signature), hex or base64, with an optional prefix (default
 // "sha256="). With TimestampHeader set, that header holds a unix timestamp
 // that must be within the tolerance, and SignedContent (default
-// "{timestamp}.{body}", otherwise "{body}") says which bytes are signed.
+// "{timestamp}.{body}", otherwise "{body}") says which bytes are signed; it
+// must contain {timestamp} when TimestampHeader is set, since a timestamp
+// that is checked but not signed stops no replay.
 //
 // none: no check at all. Only allowed when Config.AllowUnsigned is true;
 // callers should log that loudly at start.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +58,11 @@ func newGeneric(cfg Config, keys [][]byte, tol int64) (scheme, error) {
 	segs, err := parseTemplate(cfg.SignedContent, cfg.TimestampHeader != "")
 	if err != nil {
 		return nil, fmt.Errorf("verify.signed_content: %w", err)
+	}
+	if cfg.TimestampHeader != "" && !slices.ContainsFunc(segs, func(s segment) bool { return s.kind == segTimestamp }) {
+		// The header would be checked against the clock but not signed:
+		// a replay could carry any fresh timestamp.
+		return nil, errors.New("verify.timestamp_header: the timestamp is not signed: verify.signed_content must contain {timestamp}")
 	}
 	s := &genericScheme{
 		macs:     newMACs(keys, sha256New),

@@ -78,13 +78,14 @@ type Config struct {
 	// nil means "sha256="; a pointer to "" means no prefix.
 	Prefix *string
 	// TimestampHeader optionally names a header holding a unix timestamp
-	// (seconds), checked against Tolerance; hmac-sha256 only.
+	// (seconds), checked against Tolerance; hmac-sha256 only. The
+	// timestamp must be signed: SignedContent must contain "{timestamp}".
 	TimestampHeader string
 	// SignedContent is a template for the signed bytes, hmac-sha256 only:
 	// "{body}" and "{timestamp}" are replaced, everything else is literal.
 	// Defaults to "{timestamp}.{body}" when TimestampHeader is set, else
-	// "{body}". It must contain "{body}" once, and "{timestamp}" requires
-	// TimestampHeader.
+	// "{body}". It must contain "{body}" once; "{timestamp}" is
+	// required with TimestampHeader and refused without it.
 	SignedContent string
 
 	// PublicURL is the webhook URL as Twilio sees it (scheme, host, port,
