@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -128,12 +126,11 @@ var renamedKeys = map[string]string{
 var (
 	nameRE = regexp.MustCompile(`^[a-z0-9_-]+$`)
 	varRE  = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-	// unknownFieldRE rewrites yaml's "field x not found in type main.y".
-	unknownFieldRE = regexp.MustCompile(`field (\S+) not found in type \S+`)
 )
 
-// loadConfig reads path, expands ${VAR} from the environment, decodes it
-// strictly, applies the environment overrides and validates the result.
+// loadConfig reads path, parses it, expands ${VAR} in its values from the
+// environment, decodes it strictly (unknown keys are errors), applies the
+// environment overrides and validates the result.
 func loadConfig(path string) (*config, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -143,36 +140,21 @@ func loadConfig(path string) (*config, error) {
 }
 
 func parseConfig(path string, raw []byte, lookup func(string) (string, bool)) (*config, error) {
-	var expandErr error
-	expanded := varRE.ReplaceAllFunc(raw, func(m []byte) []byte {
-		name := string(varRE.FindSubmatch(m)[1])
-		v, _ := lookup(name)
-		if strings.ContainsAny(v, "\r\n") && expandErr == nil {
-			expandErr = fmt.Errorf("%s: ${%s} holds a line break; not allowed in the config", path, name)
-		}
-		return []byte(v)
-	})
-	if expandErr != nil {
-		return nil, expandErr
-	}
-
 	cfg := &config{path: path}
 	var root yaml.Node
-	if err := yaml.Unmarshal(expanded, &root); err != nil {
+	if err := yaml.Unmarshal(raw, &root); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(expanded))
-	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		msg = unknownFieldRE.ReplaceAllStringFunc(msg, func(m string) string {
-			key := unknownFieldRE.FindStringSubmatch(m)[1]
-			if now, ok := renamedKeys[key]; ok {
-				return fmt.Sprintf("unknown key %q (replaced by %s)", key, now)
-			}
-			return fmt.Sprintf("unknown key %q", key)
-		})
-		return nil, fmt.Errorf("%s: %s", path, msg)
+	if err := expandVars(&root, lookup); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if unknown := unknownKeys(&root, reflect.TypeFor[config]()); len(unknown) > 0 {
+		return nil, fmt.Errorf("%s: %s", path, strings.Join(unknown, "; "))
+	}
+	if root.Kind != 0 { // an empty file is an empty config
+		if err := root.Decode(cfg); err != nil {
+			return nil, fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+		}
 	}
 	cfg.root = &root
 
@@ -191,6 +173,95 @@ func parseConfig(path string, raw []byte, lookup func(string) (string, bool)) (*
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// expandVars replaces ${VAR} in the scalar values of the parsed document
+// (not in keys or comments) with the variable's value from lookup, empty
+// when unset. Expanding after parsing keeps a value whole whatever it
+// holds (" #", ": ", quotes): it is never read as YAML. A scalar written
+// plain is then typed from its expanded value, as if written there (a
+// number, a duration); a quoted one stays a string. A value holding a
+// line break is refused.
+func expandVars(n *yaml.Node, lookup func(string) (string, bool)) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if !strings.Contains(n.Value, "${") {
+			return nil
+		}
+		var err error
+		n.Value = varRE.ReplaceAllStringFunc(n.Value, func(m string) string {
+			name := varRE.FindStringSubmatch(m)[1]
+			v, _ := lookup(name)
+			if strings.ContainsAny(v, "\r\n") && err == nil {
+				err = fmt.Errorf("line %d: ${%s} holds a line break; not allowed in the config", n.Line, name)
+			}
+			return v
+		})
+		if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 {
+			n.Tag = "" // resolved again from the expanded value
+		}
+		return err
+	case yaml.MappingNode:
+		for i := 1; i < len(n.Content); i += 2 { // values only
+			if err := expandVars(n.Content[i], lookup); err != nil {
+				return err
+			}
+		}
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for _, c := range n.Content {
+			if err := expandVars(c, lookup); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// unknownKeys lists, as "line N: unknown key "k"", every mapping key under
+// n that no field of t takes (by its yaml tag): the strict decoding the
+// expanded document gets, since yaml decodes a node only leniently.
+func unknownKeys(n *yaml.Node, t reflect.Type) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[yaml.Unmarshaler]()) {
+		return nil
+	}
+	var out []string
+	switch {
+	case n.Kind == yaml.DocumentNode || n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
+		elem := t
+		if n.Kind == yaml.SequenceNode {
+			elem = t.Elem()
+		}
+		for _, c := range n.Content {
+			out = append(out, unknownKeys(c, elem)...)
+		}
+	case n.Kind == yaml.AliasNode && n.Alias != nil:
+		out = unknownKeys(n.Alias, t)
+	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct:
+		fields := make(map[string]reflect.Type, t.NumField())
+		for f := range t.Fields() {
+			if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name != "" && name != "-" {
+				fields[name] = f.Type
+			}
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			ft, ok := fields[k.Value]
+			switch {
+			case k.ShortTag() == "!!merge":
+				out = append(out, unknownKeys(v, t)...)
+			case !ok && renamedKeys[k.Value] != "":
+				out = append(out, fmt.Sprintf("line %d: unknown key %q (replaced by %s)", k.Line, k.Value, renamedKeys[k.Value]))
+			case !ok:
+				out = append(out, fmt.Sprintf("line %d: unknown key %q", k.Line, k.Value))
+			default:
+				out = append(out, unknownKeys(v, ft)...)
+			}
+		}
+	}
+	return out
 }
 
 func (c *config) setDefaults() {

@@ -82,6 +82,54 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
+// TestParseConfigExpandsValuesWhole: a ${VAR} is expanded into the value
+// it stands in, after parsing, so a secret holding YAML syntax is kept
+// whole (expanded into the text, " #" started a comment and cut it), and a
+// plain value is still typed from what it expands to.
+func TestParseConfigExpandsValuesWhole(t *testing.T) {
+	t.Parallel()
+	yaml := strings.Replace(validConfig, "lease: 1m", "lease: ${LEASE}\nmax_body_bytes: ${MAX}", 1)
+	yaml = strings.Replace(yaml, `secrets: ["s3cr3t"]`, "secrets:\n        - ${SECRET}\n        - '${SECRET}'", 1)
+	for _, secret := range []string{
+		"s3c #r3t",   // cut at " #" when expanded into the text
+		"s3c: r3t",   // a mapping
+		`"s3cr3t" x`, // a quoted string and more
+		`s3c'r"3t`,   // quotes inside
+		`s3c #r3t: "q" 'p' {x} [y] & *z`,
+	} {
+		cfg, err := parseConfig("w.yaml", []byte(yaml), env(map[string]string{
+			"TOKEN": secret, "STRIPE_SECRET": secret, "SIGNING": "  " + secret + " ", "SECRET": secret,
+			"LEASE": "90s", "MAX": "2048",
+		}))
+		if err != nil {
+			t.Errorf("secret %q: %v", secret, err)
+			continue
+		}
+		for name, got := range map[string]string{
+			"admin_token (plain)":                   cfg.AdminToken,
+			"stripe secrets[0] (double-quoted)":     cfg.Sources[0].Verify.Secrets[0],
+			"gh secrets[0] (plain, block sequence)": cfg.Sources[1].Verify.Secrets[0],
+			"gh secrets[1] (single-quoted)":         cfg.Sources[1].Verify.Secrets[1],
+		} {
+			if got != secret {
+				t.Errorf("%s = %q, want %q", name, got, secret)
+			}
+		}
+		if got := cfg.Sources[0].Destinations[0].SigningSecret; got != "  "+secret+" " {
+			t.Errorf("signing_secret = %q, want %q with its spaces", got, "  "+secret+" ")
+		}
+		if cfg.Lease.std() != 90*time.Second || cfg.MaxBodyBytes != 2048 {
+			t.Errorf("lease %s, max_body_bytes %d; want 90s and 2048 from the environment", cfg.Lease.std(), cfg.MaxBodyBytes)
+		}
+	}
+
+	// Still refused: a value with a line break.
+	if _, err := parseConfig("w.yaml", []byte(validConfig), env(map[string]string{"TOKEN": "a\nlisten: x"})); err == nil ||
+		!strings.Contains(err.Error(), "${TOKEN} holds a line break") {
+		t.Errorf("a value with a line break: %v", err)
+	}
+}
+
 func TestParseConfigErrors(t *testing.T) {
 	t.Parallel()
 	base := func(edit func(string) string) string { return edit(validConfig) }
