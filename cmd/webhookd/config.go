@@ -92,6 +92,9 @@ type verifyConf struct {
 type orderConf struct {
 	Entity  string `yaml:"entity"`
 	Version string `yaml:"version"`
+	// AllowUnsignedHeader accepts an entity or version read from a header
+	// the scheme does not sign, which a replayed copy may set at will.
+	AllowUnsignedHeader bool `yaml:"allow_unsigned_header"`
 }
 
 type destConf struct {
@@ -349,11 +352,17 @@ func (c *config) validate() error {
 			return c.fieldError(err.Error(), "sources", i, "event_id")
 		}
 		if s.Order != nil {
-			if _, err := eventid.Parse(s.Order.Entity); err != nil {
-				return c.fieldError(err.Error(), "sources", i, "order", "entity")
-			}
-			if _, err := eventid.Parse(s.Order.Version); err != nil {
-				return c.fieldError(err.Error(), "sources", i, "order", "version")
+			for _, f := range [...]struct{ key, spec string }{{"entity", s.Order.Entity}, {"version", s.Order.Version}} {
+				key := f.key
+				ex, err := eventid.Parse(f.spec)
+				if err != nil {
+					return c.fieldError(err.Error(), "sources", i, "order", key)
+				}
+				if h, ok := ex.Header(); ok && !s.verifyConfig().SignsHeader(h) && !s.Order.AllowUnsignedHeader {
+					return c.fieldError(fmt.Sprintf("header %s is not covered by scheme %s's signature: a replayed copy could carry any %s "+
+						"and hold back every later update of the entity (order.allow_unsigned_header: true accepts that)",
+						h, s.Verify.Scheme, key), "sources", i, "order", key)
+				}
 			}
 		}
 		if len(s.Destinations) == 0 {

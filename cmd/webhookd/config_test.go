@@ -220,6 +220,17 @@ func TestParseConfigErrors(t *testing.T) {
 			expectText: []string{"sources[2].verify", "verify.timestamp_header", "signed_content must contain {timestamp}"},
 		},
 		{
+			name: "order version from a header github does not sign",
+			givenYAML: strings.Replace(validConfig, "      secrets: [\"s3cr3t\"]\n",
+				"      secrets: [\"s3cr3t\"]\n    order:\n      entity: json:repository.id\n      version: header:X-Version\n", 1),
+			expectText: []string{"w.yaml:29", "sources[1].order.version", "header X-Version is not covered by scheme github's signature", "order.allow_unsigned_header"},
+		},
+		{
+			name:       "order entity from a header stripe does not sign",
+			givenYAML:  strings.Replace(validConfig, "entity: json:data.object.id", "entity: header:X-Entity", 1),
+			expectText: []string{"sources[0].order.entity", "header X-Entity is not covered by scheme stripe's signature"},
+		},
+		{
 			name:       "bad redis url",
 			givenYAML:  strings.Replace(validConfig, "redis://127.0.0.1:6379/0", "http://nope", 1),
 			expectText: []string{"redis_url"},
@@ -241,6 +252,22 @@ func TestParseConfigErrors(t *testing.T) {
 				t.Errorf("error leaks a secret: %q", err)
 			}
 		})
+	}
+}
+
+// TestParseConfigOrderHeaders: order fields may come from a header the
+// scheme signs, or from any header once the operator says so.
+func TestParseConfigOrderHeaders(t *testing.T) {
+	t.Parallel()
+	for name, yaml := range map[string]string{
+		"signed header (slack's timestamp)": strings.Replace(validConfig, "      scheme: github\n      secrets: [\"s3cr3t\"]\n",
+			"      scheme: slack\n      secrets: [\"s3cr3t\"]\n    order:\n      entity: json:event.channel\n      version: header:X-Slack-Request-Timestamp\n", 1),
+		"unsigned header, opted in": strings.Replace(validConfig, "      secrets: [\"s3cr3t\"]\n",
+			"      secrets: [\"s3cr3t\"]\n    order:\n      entity: json:repository.id\n      version: header:X-Version\n      allow_unsigned_header: true\n", 1),
+	} {
+		if _, err := parseConfig("w.yaml", []byte(yaml), env(map[string]string{"STRIPE_SECRET": "whsec_x"})); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
 
