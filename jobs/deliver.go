@@ -72,8 +72,9 @@ type callRequest struct {
 }
 
 // callDestination POSTs the event to the destination and classifies the
-// answer per SPEC's table (package doc). It never returns an error: every
-// failure is an outcome.
+// answer per SPEC's table (package doc); client must not follow redirects
+// (HandlerConfig.WithDefaults makes sure). It never returns an error:
+// every failure is an outcome.
 func callDestination(ctx context.Context, client *http.Client, r callRequest) callResult {
 	ctx, cancel := context.WithTimeout(ctx, r.dest.Timeout)
 	defer cancel()
@@ -122,12 +123,27 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 	case code == http.StatusRequestTimeout || code >= 500:
 		out.outcome = dedupe.OutcomeRetry
 		out.err = fmt.Sprintf("destination answered HTTP %d", code)
+	case code >= 300 && code < 400:
+		// Never followed (noRedirects): the payload, its signature and
+		// key go to the configured URL only. A failed attempt, retried,
+		// so a moved endpoint can be fixed in the config before the run
+		// is dead.
+		out.outcome = dedupe.OutcomeRetry
+		out.err = fmt.Sprintf("destination redirected: HTTP %d", code)
+		if loc := resp.Header.Get("Location"); loc != "" {
+			out.err += " to " + redactURL(loc)
+		}
+		out.err += " (redirects are not followed)"
 	default:
 		out.outcome = dedupe.OutcomePermanent
 		out.err = fmt.Sprintf("destination refused: HTTP %d", code)
 	}
 	return out
 }
+
+// noRedirects is the destination client's CheckRedirect: a redirect is
+// the destination's answer, never followed.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 func encodeResult(resp *http.Response, body []byte, d time.Duration) []byte {
 	res := storedResult{StatusCode: resp.StatusCode, DurationMS: float64(d.Microseconds()) / 1000}

@@ -1,8 +1,12 @@
 package jobs_test
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -72,6 +76,53 @@ func TestDestinationCredentialsAreRedacted(t *testing.T) {
 			t.Logf("last_error: %s", *r.LastError)
 			if !strings.Contains(*r.LastError, "connection") || !strings.Contains(*r.LastError, "/hooks/in") {
 				t.Errorf("last_error %q should still say what failed and where", *r.LastError)
+			}
+		})
+	}
+}
+
+// TestDestinationRedirectsAreNotFollowed: the payload, its signature and
+// its key go to the configured URL only. Followed, a 302 turned the POST
+// into a body-less GET that was marked done, and a 307 sent the body,
+// signature and Idempotency-Key to another host. A 3xx is a failed
+// attempt (retried with backoff) whose status and Location are kept.
+func TestDestinationRedirectsAreNotFollowed(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			t.Parallel()
+			elsewhere := newDestination(t, status(http.StatusOK))
+			location := elsewhere.URL + "/stolen?token=l0cT0ken"
+			d := newDestination(t, func(_ int, _ *http.Request, w http.ResponseWriter) {
+				w.Header().Set("Location", location)
+				w.WriteHeader(code)
+			})
+			b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL, MaxAttempts: 3, SigningSecret: "whsec_c2VjcmV0"}})
+			b.record(t, "evt_1", body)
+			err := b.handler.Deliver(testCtx(t), jobs.DeliverPayload{Source: "src", EventID: "evt_1", Destination: "dst"})
+
+			var re *jobs.RetryError
+			if !errors.As(err, &re) || re.Hold {
+				t.Fatalf("Deliver: %v, want a failed attempt to retry", err)
+			}
+			if n := len(elsewhere.Calls()); n != 0 {
+				t.Fatalf("the redirect target got %d calls: %+v", n, elsewhere.Calls())
+			}
+			if n := len(d.Calls()); n != 1 {
+				t.Fatalf("destination got %d calls, want 1", n)
+			}
+			r := b.run(t, "src:dst:evt_1")
+			if r.Status != dedupe.StatusFailed || r.Attempts != 1 || r.Permanent || r.LastError == nil {
+				t.Fatalf("run %+v, want failed (to be retried) after 1 attempt", r)
+			}
+			want := fmt.Sprintf("HTTP %d to %s/stolen?token=redacted", code, elsewhere.URL)
+			if !strings.Contains(*r.LastError, want) || strings.Contains(*r.LastError, "l0cT0ken") {
+				t.Fatalf("last_error %q, want it to hold %q and not the token", *r.LastError, want)
+			}
+			var callCode int
+			if err := b.schema.Pool.QueryRow(testCtx(t), `SELECT status_code FROM delivery_attempts WHERE key = 'src:dst:evt_1'`).Scan(&callCode); err != nil || callCode != code {
+				t.Fatalf("call log status %d (%v), want %d", callCode, err, code)
 			}
 		})
 	}

@@ -46,7 +46,9 @@ type HandlerConfig struct {
 	// DefaultHold is the wait after a 429 without Retry-After. Defaults to 5s.
 	DefaultHold time.Duration
 	// HTTPClient calls destinations. Defaults to a client with pooled
-	// connections; each call is bounded by its destination's Timeout.
+	// connections; each call is bounded by its destination's Timeout. It
+	// never follows a redirect, whatever its CheckRedirect says: a 3xx is
+	// a failed attempt.
 	HTTPClient *http.Client
 	// Logger receives one line per decision. Defaults to slog.Default().
 	Logger *slog.Logger
@@ -70,6 +72,9 @@ func (c HandlerConfig) WithDefaults() HandlerConfig {
 		t.MaxIdleConnsPerHost = 64
 		c.HTTPClient = &http.Client{Transport: t}
 	}
+	client := *c.HTTPClient
+	client.CheckRedirect = noRedirects
+	c.HTTPClient = &client
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
