@@ -163,6 +163,13 @@ func (h *Handler) claim(ctx context.Context, log *slog.Logger, p DeliverPayload,
 		log.ErrorContext(ctx, "event is no longer stored; run failed")
 		return claim, true, fmt.Errorf("event gone: %w", asynq.SkipRetry)
 	}
+	if errors.Is(err, dedupe.ErrKeyConflict) {
+		// Never call under a key that is another run's: the destination
+		// would take this event for that one.
+		log.ErrorContext(ctx, "the key's run belongs to another event; not calling the destination", slog.String("error", err.Error()))
+		h.cfg.Metrics.outcome(p.Destination, "key_conflict")
+		return claim, true, fmt.Errorf("key conflict: %w", asynq.SkipRetry)
+	}
 	if err != nil {
 		log.WarnContext(ctx, "claim failed; will retry", slog.String("error", err.Error()))
 		return claim, true, &RetryError{Delay: h.cfg.Backoff.Delay(1), Hold: true, Reason: "claim failed"}
