@@ -36,6 +36,13 @@ type Source struct {
 	OrderEntity, OrderVersion *eventid.Extractor
 	// Destinations is how many destinations the source has (for states).
 	Destinations int
+	// ContentWindow, when positive, turns on the guard against copies of
+	// a signed delivery under another event id: a delivery whose signed
+	// content (verify.SignedDigest) an event recorded within this window
+	// carried is answered as a duplicate of that event and records
+	// nothing. For schemes whose event id the signature does not cover
+	// (github, shopify, twilio, a header id). 0 turns it off.
+	ContentWindow time.Duration
 }
 
 // recorder records a delivery of an event; *dedupe.Batcher satisfies it.

@@ -74,6 +74,10 @@ type sourceConf struct {
 	EventID      string     `yaml:"event_id"`
 	Order        *orderConf `yaml:"order"`
 	Destinations []destConf `yaml:"destinations"`
+	// DuplicateContentWindow: a delivery whose signed content an event
+	// recorded within it carried, under another id, is a duplicate of
+	// that event. 0 turns it off; unset means contentWindow's default.
+	DuplicateContentWindow *duration `yaml:"duplicate_content_window"`
 }
 
 type verifyConf struct {
@@ -365,6 +369,14 @@ func (c *config) validate() error {
 				}
 			}
 		}
+		if w := s.DuplicateContentWindow; w != nil && *w > 0 {
+			if s.Verify.Scheme == verify.SchemeNone {
+				return c.fieldError("scheme none signs nothing to compare", "sources", i, "duplicate_content_window")
+			}
+			if *w > c.Retention {
+				return c.fieldError("must be at most retention (the events it points at are kept that long)", "sources", i, "duplicate_content_window")
+			}
+		}
 		if len(s.Destinations) == 0 {
 			return c.fieldError("at least one destination is required", "sources", i, "destinations")
 		}
@@ -408,6 +420,26 @@ func (s sourceConf) verifyConfig() verify.Config {
 	}
 }
 
+// contentWindow is the source's duplicate_content_window, by default
+// retention for twilio and 0 (off) for every other scheme. Twilio signs
+// every form parameter, and each of its requests names the message or
+// call it is about (its SID) and what happened to it (status, sequence
+// number), so two distinct Twilio events never share signed content.
+// GitHub and Shopify sign only the body, whose timestamps have second
+// precision: a change undone and redone within a second (a label removed
+// and added again, a product set back and forth) can send byte-identical
+// bodies as distinct events, and the guard would drop the later one.
+// Other schemes sign their id or leave it to the operator.
+func (s sourceConf) contentWindow(retention time.Duration) time.Duration {
+	if s.DuplicateContentWindow != nil {
+		return s.DuplicateContentWindow.std()
+	}
+	if s.Verify.Scheme == verify.SchemeTwilio {
+		return retention
+	}
+	return 0
+}
+
 func (s sourceConf) eventIDSpec() string {
 	if s.EventID != "" {
 		return s.EventID
@@ -449,6 +481,7 @@ func (c *config) gatewaySources() (map[string]gateway.Source, error) {
 		}
 		src := gateway.Source{Scheme: s.Verify.Scheme, Verifier: v, EventID: id, Destinations: len(s.Destinations),
 			SignatureHeader: vc.WithDefaults().Header}
+		src.ContentWindow = s.contentWindow(c.Retention.std())
 		if s.Order != nil {
 			entity, _ := eventid.Parse(s.Order.Entity)
 			version, _ := eventid.Parse(s.Order.Version)

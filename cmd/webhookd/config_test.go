@@ -231,6 +231,23 @@ func TestParseConfigErrors(t *testing.T) {
 			expectText: []string{"sources[0].order.entity", "header X-Entity is not covered by scheme stripe's signature"},
 		},
 		{
+			name:       "duplicate_content_window longer than retention",
+			givenYAML:  strings.Replace(validConfig, "      secrets: [\"s3cr3t\"]\n", "      secrets: [\"s3cr3t\"]\n    duplicate_content_window: 72h\n", 1),
+			expectText: []string{"w.yaml:27", "sources[1].duplicate_content_window", "at most retention"},
+		},
+		{
+			name: "duplicate_content_window on an unsigned source",
+			givenYAML: validConfig + `  - name: legacy
+    verify: {scheme: none, allow_unsigned: true}
+    event_id: json:id
+    duplicate_content_window: 1h
+    destinations:
+      - name: app
+        url: http://127.0.0.1:9000/hooks/legacy
+`,
+			expectText: []string{"sources[2].duplicate_content_window", "scheme none signs nothing"},
+		},
+		{
 			name:       "bad redis url",
 			givenYAML:  strings.Replace(validConfig, "redis://127.0.0.1:6379/0", "http://nope", 1),
 			expectText: []string{"redis_url"},
@@ -267,6 +284,40 @@ func TestParseConfigOrderHeaders(t *testing.T) {
 	} {
 		if _, err := parseConfig("w.yaml", []byte(yaml), env(map[string]string{"STRIPE_SECRET": "whsec_x"})); err != nil {
 			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// TestDuplicateContentWindowDefaults: the guard against copies under
+// fresh ids is on (for the retention) where no two distinct events share
+// signed content (twilio), off where they can (github, shopify), and
+// as configured when set.
+func TestDuplicateContentWindowDefaults(t *testing.T) {
+	t.Parallel()
+	yaml := strings.Replace(validConfig, "  - name: gh\n", `  - name: sms
+    verify: {scheme: twilio, secrets: [tok], public_url: "https://hooks.example.com/webhooks/sms"}
+    destinations: [{name: app, url: "http://127.0.0.1:9000/sms"}]
+  - name: sms_off
+    verify: {scheme: twilio, secrets: [tok], public_url: "https://hooks.example.com/webhooks/sms_off"}
+    duplicate_content_window: 0s
+    destinations: [{name: app, url: "http://127.0.0.1:9000/sms"}]
+  - name: shop
+    verify: {scheme: shopify, secrets: [tok]}
+    duplicate_content_window: 24h
+    destinations: [{name: app, url: "http://127.0.0.1:9000/shop"}]
+  - name: gh
+`, 1)
+	cfg, err := parseConfig("w.yaml", []byte(yaml), env(map[string]string{"STRIPE_SECRET": "whsec_x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources, err := cfg.gatewaySources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]time.Duration{"sms": 48 * time.Hour, "sms_off": 0, "shop": 24 * time.Hour, "gh": 0, "stripe": 0} {
+		if got := sources[name].ContentWindow; got != want {
+			t.Errorf("%s: window %s, want %s", name, got, want)
 		}
 	}
 }

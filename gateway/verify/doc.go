@@ -20,8 +20,10 @@
 // schemes in the header (v0, …) are ignored. t must be within the tolerance.
 //
 // github: header X-Hub-Signature-256: sha256=<hex>, HMAC-SHA256 of the body.
-// GitHub sends no timestamp; replays are caught by the event id
-// (X-GitHub-Delivery).
+// GitHub sends no timestamp, and its event id (X-GitHub-Delivery) is not
+// signed: a copy of a captured request verifies under any id.
+// [SignedDigest] names what a signature covers, so such copies can be
+// told apart from new events.
 //
 // standard: Standard Webhooks (https://www.standardwebhooks.com), also sent
 // by Svix. Headers webhook-id, webhook-timestamp and webhook-signature, or

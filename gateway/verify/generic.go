@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -194,6 +195,25 @@ func (s *genericScheme) write(st *macState, body []byte, ts string) {
 			st.writeString(ts)
 		}
 	}
+}
+
+// writeSigned writes the signed content as signed_content lays it out.
+func (s *genericScheme) writeSigned(w io.Writer, r Request) bool {
+	var ts string
+	if s.tsHeader != "" {
+		ts = r.Header.Get(s.tsHeader)
+	}
+	for _, seg := range s.segments {
+		switch seg.kind {
+		case segLiteral:
+			_, _ = w.Write(seg.lit)
+		case segBody:
+			_, _ = w.Write(r.Body)
+		case segTimestamp:
+			_, _ = io.WriteString(w, ts)
+		}
+	}
+	return true
 }
 
 func (s *genericScheme) sign(body []byte, now time.Time, _ string) (http.Header, string, error) {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -114,6 +115,18 @@ func (s *standardScheme) Verify(r Request, now time.Time) error {
 		}
 	}
 	return mismatch(names.sig)
+}
+
+// writeSigned writes "<id>.<timestamp>.<body>", from the header names
+// the sender used.
+func (s *standardScheme) writeSigned(w io.Writer, r Request) bool {
+	id, ts := r.Header.Get(standardIDHeader), r.Header.Get(standardTimestampHeader)
+	if svixSigned(r.Header) {
+		id, ts = r.Header.Get(svixIDHeader), r.Header.Get(svixTimestampHeader)
+	}
+	_, _ = io.WriteString(w, id+"."+ts+".")
+	_, _ = w.Write(r.Body)
+	return true
 }
 
 // svixSigned reports whether a Standard Webhooks request uses Svix's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -158,6 +159,10 @@ type Verifier interface {
 type scheme interface {
 	Verifier
 	sign(body []byte, now time.Time, msgID string) (http.Header, string, error)
+	// writeSigned writes the bytes a verified request's signature covers,
+	// less what the configuration fixes (twilio's URL); false when the
+	// scheme signs nothing.
+	writeSigned(w io.Writer, r Request) bool
 }
 
 // New validates cfg and returns its Verifier, with per-secret state
@@ -360,6 +365,8 @@ func mismatch(header string) error {
 type noneScheme struct{}
 
 func (noneScheme) Verify(Request, time.Time) error { return nil }
+
+func (noneScheme) writeSigned(io.Writer, Request) bool { return false }
 
 func (noneScheme) sign([]byte, time.Time, string) (http.Header, string, error) {
 	return http.Header{}, "", nil
