@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -69,113 +70,236 @@ type EventPage struct {
 	Next string
 }
 
-// eventStateSQL lists events with their state, from the latest run
-// (highest generation) of each destination: a forced replay that
-// succeeded makes the event done even though the run it replaced failed.
-// $1 and $2 give the destination count per source.
-var eventStateSQL = `
-WITH dests AS (SELECT * FROM unnest($1::text[], $2::int[]) AS d(source, n))
-SELECT e.source, e.external_id, e.received_at, e.last_received_at, e.deliveries, e.content_type,
-       length(e.payload), st.handed_off, st.statuses,
-       webhookd_event_state(st.handed_off, st.statuses,
-                            COALESCE((SELECT d.n FROM dests d WHERE d.source = e.source), 1)) AS state
-FROM events e
-CROSS JOIN LATERAL (SELECT NOT ` + outboxHasSQL("e.source", "e.external_id") + ` AS handed_off,
-                           ` + latestRunStatusesSQL("e.source", "e.external_id") + ` AS statuses) st
-WHERE ($3::text = '' OR e.source = $3)
-  AND ($4::timestamptz IS NULL OR e.received_at >= $4)
-  AND ($5::timestamptz IS NULL OR e.received_at < $5)`
+// Admin listings read the newest events first through an index:
+// events_received_at_idx, or events_source_received_at_idx (migration
+// 0014) when a source is given. Each statement holds only the conditions
+// its filter sets, so its plan is the index's whatever the filter (a
+// catch-all "($1 = ” OR e.source = $1)" left the planner a scan), and
+// runs under AdminStatementTimeout. An event's state comes from its runs
+// (latestRunStatusesSQL), which no index holds: with a state filter a
+// page examines at most scanBudget events, in index order, and ends early
+// when those hold fewer matches than it wants, its cursor after the last
+// event it examined; a count examines at most countCap events.
+const (
+	// maxScanBudget caps the events one state-filtered page examines.
+	maxScanBudget = 20000
+	// countCap is the most events [Store.CountEvents] examines.
+	countCap = 10000
+)
 
-// listEventsSQL pages through eventStateSQL newest first; $7..$9 is the
-// keyset cursor (received_at, source, external_id) of the previous page's
-// last row.
-var listEventsSQL = `
-SELECT * FROM (` + eventStateSQL + `
-  AND ($7::timestamptz IS NULL OR (e.received_at, e.source, e.external_id) < ($7, $8, $9))
-) x
-WHERE ($6::text = '' OR x.state = $6)
-ORDER BY x.received_at DESC, x.source DESC, x.external_id DESC
-LIMIT $10`
+// scanBudget is how many events a page of limit events examines for a
+// state filter: 20 per event wanted, at most maxScanBudget.
+func scanBudget(limit int) int {
+	return min(20*(limit+1), maxScanBudget)
+}
 
-// countEventsSQL counts what eventStateSQL selects.
-var countEventsSQL = `
-SELECT count(*) FROM (` + eventStateSQL + `) x
-WHERE ($6::text = '' OR x.state = $6)`
+// eventQuery builds one admin statement over events e and its arguments.
+type eventQuery struct {
+	args  []any
+	where []string
+	// dests is the number of destinations per source, for states.
+	dests map[string]int
+}
 
-// filterArgs returns $1..$6 of eventStateSQL and the state filter.
-func filterArgs(f EventFilter) []any {
-	srcs := make([]string, 0, len(f.Destinations))
-	counts := make([]int32, 0, len(f.Destinations))
-	for s, n := range f.Destinations {
+// keyset is a listing position: after (received_at, source, external_id)
+// in newest-first order.
+type keyset struct {
+	at                 time.Time
+	source, externalID string
+}
+
+func (q *eventQuery) arg(v any) string {
+	q.args = append(q.args, v)
+	return "$" + strconv.Itoa(len(q.args))
+}
+
+// newEventQuery starts a statement with the conditions f sets, and the
+// position after (nil: from the newest event).
+func newEventQuery(f EventFilter, after *keyset) *eventQuery {
+	q := &eventQuery{dests: f.Destinations}
+	if f.Source != "" {
+		q.where = append(q.where, "e.source = "+q.arg(f.Source))
+	}
+	if !f.Since.IsZero() {
+		q.where = append(q.where, "e.received_at >= "+q.arg(f.Since))
+	}
+	if !f.Until.IsZero() {
+		q.where = append(q.where, "e.received_at < "+q.arg(f.Until))
+	}
+	if after != nil {
+		at, src, id := q.arg(after.at), q.arg(after.source), q.arg(after.externalID)
+		// The first is implied by the second; it is what bounds the
+		// index range when a source is given.
+		q.where = append(q.where, "e.received_at <= "+at, "(e.received_at, e.source, e.external_id) < ("+at+", "+src+", "+id+")")
+	}
+	return q
+}
+
+// scanSQL selects cols of the events the conditions keep, newest first,
+// at most limit (an SQL expression) of them.
+func (q *eventQuery) scanSQL(cols, limit string) string {
+	where := ""
+	if len(q.where) > 0 {
+		where = "WHERE " + strings.Join(q.where, " AND ")
+	}
+	return `SELECT ` + cols + ` FROM events e ` + where + `
+ORDER BY ` + listOrder("e") + `
+LIMIT ` + limit
+}
+
+// listOrder is the listing order over the table alias t: newest first, then
+// by source and id.
+func listOrder(t string) string {
+	return t + ".received_at DESC, " + t + ".source DESC, " + t + ".external_id DESC"
+}
+
+// summaryColumns are an EventSummary's columns of events, in scan order.
+const summaryColumns = `e.source, e.external_id, e.received_at, e.last_received_at, e.deliveries, e.content_type,
+       length(e.payload) AS payload_bytes`
+
+// withStateSQL gives each row of the scan (the events of summaryColumns)
+// its state, from the latest run (highest generation) of each destination:
+// a forced replay that succeeded makes the event done even though the run
+// it replaced failed. A source missing from dests counts one destination.
+func (q *eventQuery) withStateSQL(scan string) string {
+	srcs := make([]string, 0, len(q.dests))
+	counts := make([]int32, 0, len(q.dests))
+	for s, n := range q.dests {
 		srcs = append(srcs, s)
 		counts = append(counts, int32(n))
 	}
-	return []any{srcs, counts, f.Source, nullTime(f.Since), nullTime(f.Until), f.State}
+	return `
+WITH dests AS (SELECT * FROM unnest(` + q.arg(srcs) + `::text[], ` + q.arg(counts) + `::int[]) AS d(source, n))
+SELECT e.*, st.handed_off, st.statuses,
+       webhookd_event_state(st.handed_off, st.statuses,
+                            COALESCE((SELECT d.n FROM dests d WHERE d.source = e.source), 1)) AS state
+FROM (` + scan + `) e
+CROSS JOIN LATERAL (SELECT NOT ` + outboxHasSQL("e.source", "e.external_id") + ` AS handed_off,
+                           ` + latestRunStatusesSQL("e.source", "e.external_id") + ` AS statuses) st`
 }
 
-func nullTime(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
+// listSQL is a page: the first limit events of the scan in the state
+// (any with ""), examining at most budget events.
+func (q *eventQuery) listSQL(state string, budget, limit int) string {
+	filter := ""
+	if state != "" {
+		filter = "WHERE x.state = " + q.arg(state)
 	}
-	return &t
+	return `SELECT * FROM (` + q.withStateSQL(q.scanSQL(summaryColumns, q.arg(budget))) + `) x ` + filter + `
+ORDER BY ` + listOrder("x") + `
+LIMIT ` + q.arg(limit)
+}
+
+// countSQL counts the events examined (at most cap) and those of them in
+// the state (all with "").
+func (q *eventQuery) countSQL(state string, limit int) string {
+	if state == "" {
+		return `SELECT count(*), count(*) FROM (` + q.scanSQL("1", q.arg(limit)) + `) e`
+	}
+	return `SELECT count(*), count(*) FILTER (WHERE x.state = ` + q.arg(state) + `) FROM (` +
+		q.withStateSQL(q.scanSQL(summaryColumns, q.arg(limit))) + `) x`
 }
 
 // ListEvents returns one page of events matching f, newest first, with
-// each event's state. It returns ErrBadCursor for a cursor it did not
-// produce.
+// each event's state. With a state filter, a page that examined its scan
+// budget (20 events per event asked for, at most 20,000) ends there,
+// possibly with fewer events than f.Limit (even none) and a Next that
+// continues after the last event examined. It returns ErrBadCursor for a
+// cursor it did not produce, and ErrTooSlow past AdminStatementTimeout.
 func (s *Store) ListEvents(ctx context.Context, f EventFilter) (EventPage, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 50
 	}
 	limit = min(limit, 1000)
-	var (
-		curAt     *time.Time
-		curSource string
-		curExtID  string
-		args      = filterArgs(f)
-		page      EventPage
-	)
+	var after *keyset
 	if f.Cursor != "" {
 		at, src, id, err := decodeCursor(f.Cursor)
 		if err != nil {
 			return EventPage{}, err
 		}
-		curAt, curSource, curExtID = &at, src, id
+		after = &keyset{at, src, id}
 	}
-	args = append(args, curAt, curSource, curExtID, limit+1)
-	rows, err := s.pool.Query(ctx, listEventsSQL, args...)
+	budget := limit + 1
+	if f.State != "" {
+		budget = scanBudget(limit)
+	}
+	var page EventPage
+	err := s.adminTx(ctx, false, func(tx pgx.Tx) error {
+		page = EventPage{}
+		q := newEventQuery(f, after)
+		rows, err := tx.Query(ctx, q.listSQL(f.State, budget, limit+1), q.args...)
+		if err != nil {
+			return err
+		}
+		page.Events, err = pgx.CollectRows(rows, scanSummary)
+		if err != nil {
+			return err
+		}
+		if len(page.Events) > limit {
+			page.Events = page.Events[:limit]
+			last := page.Events[limit-1]
+			page.Next = encodeCursor(last.ReceivedAt, last.Source, last.ExternalID)
+			return nil
+		}
+		if f.State == "" {
+			return nil
+		}
+		// Fewer matches than asked: the page ends where its scan did, if
+		// events remain past it.
+		q = newEventQuery(f, after)
+		var last keyset
+		err = tx.QueryRow(ctx, q.scanSQL("e.received_at, e.source, e.external_id", q.arg(1))+" OFFSET "+q.arg(budget-1), q.args...).
+			Scan(&last.at, &last.source, &last.externalID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		page.Next = encodeCursor(last.at, last.source, last.externalID)
+		return nil
+	})
 	if err != nil {
 		return EventPage{}, fmt.Errorf("error listing events: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var e EventSummary
-		if err := rows.Scan(&e.Source, &e.ExternalID, &e.ReceivedAt, &e.LastReceivedAt, &e.Deliveries,
-			&e.ContentType, &e.PayloadBytes, &e.HandedOff, &e.RunStatuses, &e.State); err != nil {
-			return EventPage{}, fmt.Errorf("error reading events: %w", err)
-		}
-		page.Events = append(page.Events, e)
-	}
-	if err := rows.Err(); err != nil {
-		return EventPage{}, fmt.Errorf("error listing events: %w", err)
-	}
-	if len(page.Events) > limit {
-		page.Events = page.Events[:limit]
-		last := page.Events[limit-1]
-		page.Next = encodeCursor(last.ReceivedAt, last.Source, last.ExternalID)
 	}
 	return page, nil
 }
 
-// CountEvents returns how many events match f (its Cursor and Limit are
-// ignored).
-func (s *Store) CountEvents(ctx context.Context, f EventFilter) (int64, error) {
-	var n int64
-	if err := s.pool.QueryRow(ctx, countEventsSQL, filterArgs(f)...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("error counting events: %w", err)
+func scanSummary(row pgx.CollectableRow) (EventSummary, error) {
+	var e EventSummary
+	err := row.Scan(&e.Source, &e.ExternalID, &e.ReceivedAt, &e.LastReceivedAt, &e.Deliveries,
+		&e.ContentType, &e.PayloadBytes, &e.HandedOff, &e.RunStatuses, &e.State)
+	return e, err
+}
+
+// EventCount is what [Store.CountEvents] found.
+type EventCount struct {
+	// Matched counts the matching events among those examined.
+	Matched int64
+	// Complete is true when every event of the filter was examined, so
+	// Matched is the count; false when the count stopped after 10,000
+	// events: at least Matched match.
+	Complete bool
+}
+
+// CountEvents counts the events matching f (its Cursor and Limit are
+// ignored), examining at most 10,000 of them, newest first. It returns
+// ErrTooSlow past AdminStatementTimeout.
+func (s *Store) CountEvents(ctx context.Context, f EventFilter) (EventCount, error) {
+	var (
+		examined int64
+		c        EventCount
+	)
+	err := s.adminTx(ctx, false, func(tx pgx.Tx) error {
+		q := newEventQuery(f, nil)
+		return tx.QueryRow(ctx, q.countSQL(f.State, countCap), q.args...).Scan(&examined, &c.Matched)
+	})
+	if err != nil {
+		return EventCount{}, fmt.Errorf("error counting events: %w", err)
 	}
-	return n, nil
+	c.Complete = examined < countCap
+	return c, nil
 }
 
 // encodeCursor renders a keyset position as an opaque URL-safe string.
@@ -311,95 +435,65 @@ SELECT * FROM (
 
 // GetEvent returns the event with its runs and attempt log, or
 // ErrNotFound. destinations is the number of configured destinations of
-// the event's source (for its state); 0 counts as 1.
+// the event's source (for its state); 0 counts as 1. It returns
+// ErrTooSlow past AdminStatementTimeout.
 func (s *Store) GetEvent(ctx context.Context, source, externalID string, destinations int) (EventDetail, error) {
 	var d EventDetail
-	var headers string
-	err := s.pool.QueryRow(ctx, eventDetailSQL, source, externalID).
-		Scan(&headers, &d.Payload, &d.OrderEntity, &d.OrderVersion)
-	if err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return EventDetail{}, fmt.Errorf("event %s/%s: %w", source, externalID, ErrNotFound)
+	err := s.adminTx(ctx, false, func(tx pgx.Tx) error {
+		d = EventDetail{}
+		var headers string
+		err := tx.QueryRow(ctx, eventDetailSQL, source, externalID).Scan(&headers, &d.Payload, &d.OrderEntity, &d.OrderVersion)
+		if err != nil {
+			return err
 		}
+		d.Headers = []byte(headers)
+		q := newEventQuery(EventFilter{Source: source, Destinations: map[string]int{source: max(destinations, 1)}}, nil)
+		q.where = append(q.where, "e.external_id = "+q.arg(externalID))
+		rows, err := tx.Query(ctx, q.withStateSQL(q.scanSQL(summaryColumns, "1")), q.args...)
+		if err != nil {
+			return err
+		}
+		if d.EventSummary, err = pgx.CollectExactlyOneRow(rows, scanSummary); err != nil {
+			return err
+		}
+		if d.Runs, err = runs(ctx, tx, source, externalID); err != nil {
+			return err
+		}
+		keys := make([]string, len(d.Runs))
+		for i, r := range d.Runs {
+			keys[i] = r.Key
+		}
+		rows, err = tx.Query(ctx, eventAttemptsSQL, keys)
+		if err != nil {
+			return err
+		}
+		d.Attempts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Attempt, error) {
+			var (
+				a  Attempt
+				ms float64
+				id int64
+			)
+			err := row.Scan(&a.Key, &a.Call, &a.StatusCode, &a.Succeeded, &a.Error, &ms, &a.CreatedAt, &a.State, &a.Outcome, &id)
+			a.Duration = time.Duration(ms * float64(time.Millisecond))
+			return a, err
+		})
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return EventDetail{}, fmt.Errorf("event %s/%s: %w", source, externalID, ErrNotFound)
+	}
+	if err != nil {
 		return EventDetail{}, fmt.Errorf("error reading event: %w", err)
-	}
-	d.Headers = []byte(headers)
-
-	sum, err := s.eventSummary(ctx, source, externalID, destinations)
-	if err != nil {
-		return EventDetail{}, err
-	}
-	d.EventSummary = sum
-
-	runs, err := s.runs(ctx, source, externalID)
-	if err != nil {
-		return EventDetail{}, err
-	}
-	d.Runs = runs
-	keys := make([]string, len(runs))
-	for i, r := range runs {
-		keys[i] = r.Key
-	}
-	rows, err := s.pool.Query(ctx, eventAttemptsSQL, keys)
-	if err != nil {
-		return EventDetail{}, fmt.Errorf("error reading attempts: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			a  Attempt
-			ms float64
-			id int64
-		)
-		if err := rows.Scan(&a.Key, &a.Call, &a.StatusCode, &a.Succeeded, &a.Error, &ms, &a.CreatedAt, &a.State, &a.Outcome, &id); err != nil {
-			return EventDetail{}, fmt.Errorf("error reading attempts: %w", err)
-		}
-		a.Duration = time.Duration(ms * float64(time.Millisecond))
-		d.Attempts = append(d.Attempts, a)
-	}
-	if err := rows.Err(); err != nil {
-		return EventDetail{}, fmt.Errorf("error reading attempts: %w", err)
 	}
 	return d, nil
 }
 
-// eventSummarySQL is eventStateSQL for one event.
-var eventSummarySQL = eventStateSQL + `
-  AND e.external_id = $6`
-
-func (s *Store) eventSummary(ctx context.Context, source, externalID string, destinations int) (EventSummary, error) {
-	var e EventSummary
-	err := s.pool.QueryRow(ctx, eventSummarySQL,
-		[]string{source}, []int32{int32(max(destinations, 1))}, source, nil, nil, externalID).
-		Scan(&e.Source, &e.ExternalID, &e.ReceivedAt, &e.LastReceivedAt, &e.Deliveries,
-			&e.ContentType, &e.PayloadBytes, &e.HandedOff, &e.RunStatuses, &e.State)
-	if err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return EventSummary{}, fmt.Errorf("event %s/%s: %w", source, externalID, ErrNotFound)
-		}
-		return EventSummary{}, fmt.Errorf("error reading event: %w", err)
-	}
-	return e, nil
-}
-
-func (s *Store) runs(ctx context.Context, source, externalID string) ([]Run, error) {
-	rows, err := s.pool.Query(ctx, eventRunsSQL, source, externalID)
+func runs(ctx context.Context, db DB, source, externalID string) ([]Run, error) {
+	rows, err := db.Query(ctx, eventRunsSQL, source, externalID)
 	if err != nil {
 		return nil, fmt.Errorf("error reading runs: %w", err)
 	}
-	defer rows.Close()
-	var runs []Run
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, err
-		}
-		runs = append(runs, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("error reading runs: %w", err)
-	}
-	return runs, nil
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) { return scanRun(row) })
 }
 
 func scanRun(row pgx.Row) (Run, error) {

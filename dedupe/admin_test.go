@@ -1,6 +1,7 @@
 package dedupe_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -88,8 +89,8 @@ func TestEventStates(t *testing.T) {
 			t.Errorf("%s: a repeat delivery reports state %q (inserted %v), want %q", c.id, rec[0].State, rec[0].Inserted, c.want)
 		}
 		n, err := b.store.CountEvents(ctx, dedupe.EventFilter{State: c.want, Destinations: dests})
-		if err != nil || n < 1 {
-			t.Errorf("%s: count with state %s = %d, %v", c.id, c.want, n, err)
+		if err != nil || n.Matched < 1 || !n.Complete {
+			t.Errorf("%s: count with state %s = %+v, %v", c.id, c.want, n, err)
 		}
 	}
 	failed, err := b.store.ListEvents(ctx, dedupe.EventFilter{State: "failed", Destinations: dests})
@@ -134,8 +135,8 @@ func TestListEventsPagesNewestFirst(t *testing.T) {
 		t.Fatalf("paging saw %d events (%v), want each of %d once", len(seen), seen, len(all))
 	}
 	n, err := b.store.CountEvents(ctx, dedupe.EventFilter{Until: time.Now().Add(-30 * time.Minute)})
-	if err != nil || n != 10 {
-		t.Errorf("count until 30m ago = %d, %v; want 10", n, err)
+	if err != nil || n != (dedupe.EventCount{Matched: 10, Complete: true}) {
+		t.Errorf("count until 30m ago = %+v, %v; want 10, complete", n, err)
 	}
 	if _, err := b.store.ListEvents(ctx, dedupe.EventFilter{Cursor: "not a cursor!"}); !errors.Is(err, dedupe.ErrBadCursor) {
 		t.Errorf("bad cursor: %v, want ErrBadCursor", err)
@@ -251,5 +252,98 @@ func TestImportEventsIsIdempotent(t *testing.T) {
 	}
 	if n := b.schema.Int(t, `SELECT count(*) FROM event_outbox WHERE external_id = 'i1'`); n != 1 {
 		t.Errorf("imported event is not pending for the relay")
+	}
+}
+
+// TestAdminStatementsHaveATimeout: an admin read or replay that cannot
+// finish (here: a lock held elsewhere) gives up after
+// AdminStatementTimeout with ErrTooSlow instead of holding a connection
+// as long as it waits.
+func TestAdminStatementsHaveATimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.recordEvent(t, "locked")
+	ctx := testCtx(t)
+	tx, err := b.schema.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `LOCK TABLE events IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]func(context.Context) error{
+		"list": func(ctx context.Context) error {
+			_, err := b.store.ListEvents(ctx, dedupe.EventFilter{})
+			return err
+		},
+		"get": func(ctx context.Context) error {
+			_, err := b.store.GetEvent(ctx, "src", "locked", 1)
+			return err
+		},
+		"force": func(ctx context.Context) error {
+			_, err := b.store.NewGeneration(ctx, dedupe.NewGeneration{Source: "src", ExternalID: "locked", Destination: "dst",
+				KeyFunc: func(int) string { return "src:dst:locked#2" }})
+			return err
+		},
+	}
+	errs := make(chan string, len(calls))
+	for name, call := range calls {
+		go func() {
+			callCtx, cancel := context.WithTimeout(ctx, dedupe.AdminStatementTimeout+3*time.Second)
+			defer cancel()
+			start := time.Now()
+			err := call(callCtx)
+			if !errors.Is(err, dedupe.ErrTooSlow) {
+				errs <- fmt.Sprintf("%s: %v after %s, want ErrTooSlow after %s", name, err, time.Since(start).Round(time.Millisecond), dedupe.AdminStatementTimeout)
+				return
+			}
+			errs <- ""
+		}()
+	}
+	for range calls {
+		if msg := <-errs; msg != "" {
+			t.Error(msg)
+		}
+	}
+}
+
+// TestListEventsByStateWalksEveryMatch: a state-filtered page examines a
+// bounded stretch of events and may end early (even empty) with a cursor;
+// following the cursors visits every match exactly once.
+func TestListEventsByStateWalksEveryMatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	b.exec(t, `INSERT INTO events (source, external_id, payload, received_at)
+        SELECT 'src', 'e' || lpad(g::text, 4, '0'), '{}', now() - g * interval '1 second' FROM generate_series(1, 1500) g`)
+	b.exec(t, `DELETE FROM event_outbox`)
+	b.exec(t, `INSERT INTO job_runs (key, source, external_id, destination, status, max_attempts)
+        SELECT 'src:dst:' || external_id, 'src', external_id, 'dst', CASE WHEN external_id LIKE '%17' THEN 'dead' ELSE 'done' END, 5
+        FROM events`)
+	var seen []string
+	pages, cursor := 0, ""
+	for ; pages < 100; pages++ {
+		page, err := b.store.ListEvents(ctx, dedupe.EventFilter{State: "dead", Limit: 2, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range page.Events {
+			seen = append(seen, e.ExternalID)
+		}
+		if cursor = page.Next; cursor == "" {
+			break
+		}
+	}
+	var want []string
+	for i := 17; i <= 1500; i += 100 {
+		want = append(want, fmt.Sprintf("e%04d", i))
+	}
+	slices.Sort(seen)
+	if !slices.Equal(seen, want) {
+		t.Fatalf("walked %d pages and saw %v, want the dead events %v once each", pages, seen, want)
+	}
+	if pages < 15 {
+		t.Errorf("%d pages: a page of 2 should examine at most 60 events", pages)
 	}
 }

@@ -2,6 +2,7 @@ package dedupe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -100,7 +101,10 @@ type StoredEvent struct {
 // rows are read in the statement's snapshot: a row the upsert would have
 // taken but did not was taken by a concurrent claim that committed while
 // this one waited for it, so it is running elsewhere now; a row created
-// after the snapshot shows as neither (also running elsewhere).
+// after the snapshot shows as neither (also running elsewhere). A row
+// under the key whose event, destination or generation differ from the
+// input's is another run's: it is neither taken nor reported as this
+// run (the last column says so).
 const claimSQL = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[], $7::bigint[])
@@ -121,8 +125,12 @@ WITH input AS (
             lease_until = EXCLUDED.lease_until,
             held_until = NULL,
             retry_at = NULL
-        WHERE (r.status = 'failed' AND NOT r.permanent)
-           OR (r.status = 'running' AND r.held_until IS NOT NULL AND r.held_until <= now())
+        WHERE ((r.status = 'failed' AND NOT r.permanent)
+               OR (r.status = 'running' AND r.held_until IS NOT NULL AND r.held_until <= now()))
+          -- The row is this run only if it is this event's, destination's
+          -- and generation's; another run's row is never taken.
+          AND (r.source, r.external_id, r.destination, r.generation)
+              = (EXCLUDED.source, EXCLUDED.external_id, EXCLUDED.destination, EXCLUDED.generation)
     RETURNING r.key, r.status, r.calls, r.attempts, r.lease_until
 ), started AS (
     -- The call is logged before it is made. An ordered event's call is
@@ -141,11 +149,21 @@ SELECT i.key,
        COALESCE(c.attempts, cur.attempts, 0),
        cur.result,
        COALESCE(c.lease_until, cur.held_until, cur.lease_until),
-       e.content_type, e.payload, COALESCE(e.order_entity, ''), COALESCE(e.order_version, '')
+       e.content_type, e.payload, COALESCE(e.order_entity, ''), COALESCE(e.order_version, ''),
+       (cur.source, cur.external_id, cur.destination, cur.generation)
+           IS DISTINCT FROM (i.source, i.external_id, i.destination, i.generation)
 FROM input i
 LEFT JOIN claimed c ON c.key = i.key
 LEFT JOIN job_runs cur ON c.key IS NULL AND cur.key = i.key
 LEFT JOIN events e ON c.key IS NOT NULL AND e.source = i.source AND e.external_id = i.external_id`
+
+// ErrKeyConflict is returned by [Store.Claim] when the run stored under
+// the key belongs to another event, destination or generation than the
+// claim names: the key is not this run's, nothing was changed, and
+// nothing may be called under it. Keys made by jobs.Key are distinct for
+// distinct runs, so it means a row written under another key encoding
+// (migration 0012 re-keyed those) or a bug; retrying does not help.
+var ErrKeyConflict = errors.New("the key's run belongs to another event, destination or generation")
 
 // claimResult is one key's claim, or its own error.
 type claimResult struct {
@@ -201,15 +219,20 @@ func (s *Store) claimBatch(ctx context.Context, reqs []ClaimRequest) ([]claimRes
 			payload []byte
 			entity  *string
 			version *string
+			foreign bool
 		)
 		if err := rows.Scan(&key, &claimed, &status, &c.Call, &c.Attempts, &result, &retryAt,
-			&ct, &payload, &entity, &version); err != nil {
+			&ct, &payload, &entity, &version, &foreign); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("error reading claims: %w", err)
 		}
 		c.Result = result
 		if retryAt != nil {
 			c.RetryAt = *retryAt
+		}
+		if !claimed && status != nil && foreign {
+			perKey[index[key]] = claimResult{err: fmt.Errorf("error claiming key %s: %w", key, ErrKeyConflict)}
+			continue
 		}
 		switch {
 		case status == nil:

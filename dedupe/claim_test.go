@@ -216,3 +216,39 @@ func TestClaimBlockedBehindConcurrentClaim(t *testing.T) {
 		t.Fatalf("claim behind a concurrent claim: %s (status %s), want running_elsewhere", got.Outcome, got.Status)
 	}
 }
+
+// TestClaimChecksTheRunIsThisOne: a row found under the key that belongs
+// to another event, destination or generation is not this run: the claim
+// neither takes it (even when it is a retryable failure) nor answers from
+// it (even when it is done); it reports ErrKeyConflict and changes nothing.
+func TestClaimChecksTheRunIsThisOne(t *testing.T) {
+	t.Parallel()
+	for _, status := range []string{dedupe.StatusFailed, dedupe.StatusDone, dedupe.StatusRunning} {
+		t.Run(status, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			b.recordEvent(t, "X")
+			b.recordEvent(t, "X#2")
+			// Generation 2 of X, under the key an id "X#2" had before keys
+			// escaped '#'.
+			b.exec(t, `INSERT INTO job_runs (key, source, external_id, destination, generation, status, calls, attempts, max_attempts, retry_at)
+                VALUES ('src:dst:X#2', 'src', 'X', 'dst', 2, $1, 1, 1, 5, CASE WHEN $1 = 'failed' THEN now() END)`, status)
+			for name, req := range map[string]dedupe.ClaimRequest{
+				"another event":      {Key: "src:dst:X#2", Source: "src", ExternalID: "X#2", Destination: "dst", Generation: 1, MaxAttempts: 5, Lease: time.Minute},
+				"another generation": {Key: "src:dst:X#2", Source: "src", ExternalID: "X", Destination: "dst", Generation: 3, MaxAttempts: 5, Lease: time.Minute},
+				"another dest":       {Key: "src:dst:X#2", Source: "src", ExternalID: "X", Destination: "other", Generation: 2, MaxAttempts: 5, Lease: time.Minute},
+			} {
+				c, err := b.store.Claim(testCtx(t), req)
+				if !errors.Is(err, dedupe.ErrKeyConflict) {
+					t.Errorf("%s: claim %+v, %v; want ErrKeyConflict", name, c, err)
+				}
+			}
+			if r := b.run(t, "src:dst:X#2"); r.Status != status || r.Calls != 1 || r.Attempts != 1 {
+				t.Errorf("the other run was changed: %+v", r)
+			}
+			if n := b.schema.Int(t, `SELECT count(*) FROM delivery_attempts`); n != 0 {
+				t.Errorf("%d calls logged, want none", n)
+			}
+		})
+	}
+}

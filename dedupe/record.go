@@ -1,8 +1,10 @@
 package dedupe
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"time"
 )
 
 // Event is one inbound webhook as the gateway received it.
@@ -23,6 +25,15 @@ type Event struct {
 	// Destinations is the number of destinations of the source, for the
 	// state a repeat reports. 0 counts as 1.
 	Destinations int
+	// ContentDigest, when set, is the digest of what the delivery's
+	// signature covers (verify.SignedDigest). A delivery whose digest an
+	// event of the source recorded under another id within that event's
+	// ContentWindow is a copy of it: answered as its duplicate
+	// (Recorded.CopyOf), and nothing is written. See signedcopies.go.
+	ContentDigest []byte
+	// ContentWindow is how long the digest marks later deliveries as
+	// copies; required with ContentDigest.
+	ContentWindow time.Duration
 }
 
 // Recorded is what recording one delivery found.
@@ -38,7 +49,15 @@ type Recorded struct {
 	// migrations): "received" for a first delivery and for copies that
 	// arrived with it.
 	State string
+	// CopyOf is set when the delivery carried the signed content of the
+	// event CopyOf, recorded under that other id (Event.ContentDigest):
+	// the delivery is a duplicate of it, Deliveries and State are that
+	// event's, and nothing was written.
+	CopyOf string
 }
+
+// digestKey names a signed content digest of a source.
+type digestKey struct{ source, digest string }
 
 type eventKey struct{ source, externalID string }
 
@@ -50,6 +69,12 @@ type eventColumns struct {
 	// copies counts each event's copies (RecordBatch); destinations is the
 	// number of destinations of its source.
 	copies, destinations []int32
+	// digests and windows are the events' signed content digests (nil
+	// when unset) and their windows in milliseconds; signed is true when
+	// any is set.
+	digests [][]byte
+	windows []int64
+	signed  bool
 }
 
 func (c *eventColumns) add(ev *Event) {
@@ -66,6 +91,9 @@ func (c *eventColumns) add(ev *Event) {
 	c.versions = append(c.versions, ev.OrderVersion)
 	c.copies = append(c.copies, 1)
 	c.destinations = append(c.destinations, int32(ev.Destinations))
+	c.digests = append(c.digests, ev.ContentDigest)
+	c.windows = append(c.windows, ev.ContentWindow.Milliseconds())
+	c.signed = c.signed || ev.ContentDigest != nil
 }
 
 // args returns the columns as $1..$9 of eventsInputSQL.
@@ -91,10 +119,15 @@ input AS (
 // new event's is; a repeat's while its outbox row is there), and the
 // event's state (a new event has no runs to look up).
 var recordSQL = `
-WITH ` + eventsInputSQL + `, recorded AS (
+WITH ` + eventsInputSQL + `, ` + recordCTEsSQL("input") + recordReportSQL("")
+
+// recordCTEsSQL is the CTEs of recordSQL after its input: they record
+// the rows of the CTE named from.
+func recordCTEsSQL(from string) string {
+	return `recorded AS (
     INSERT INTO events AS e
         (source, external_id, deliveries, content_type, headers, payload, order_entity, order_version)
-    SELECT s, x, d, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, '') FROM input ORDER BY s, x
+    SELECT s, x, d, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, '') FROM ` + from + ` ORDER BY s, x
     ON CONFLICT (source, external_id) DO UPDATE
         SET deliveries = e.deliveries + EXCLUDED.deliveries,
             last_received_at = now()
@@ -103,25 +136,40 @@ WITH ` + eventsInputSQL + `, recorded AS (
 ), checked AS (
     SELECT r.*, CASE WHEN r.inserted THEN true ELSE ` + outboxHasSQL("r.source", "r.external_id") + ` END AS pending
     FROM recorded r
-)
+)`
+}
+
+// recordReportSQL is recordSQL's SELECT: one row per recorded event,
+// with the columns in extra (", expr…") last.
+func recordReportSQL(extra string) string {
+	return `
 SELECT r.source, r.external_id, r.deliveries, r.inserted, r.pending,
        -- A new event is 'received' (webhookd_event_state for an event
        -- not handed off, with no runs), written out: the function would
        -- only compute that constant, on the hot path, for every new event.
        CASE WHEN r.inserted THEN 'received' ELSE
            webhookd_event_state(NOT r.pending, ` + latestRunStatusesSQL("r.source", "r.external_id") + `, i.n)
-       END
+       END` + extra + `
 FROM checked r JOIN input i ON i.s = r.source AND i.x = r.external_id`
+}
 
 // RecordBatch records events in one statement and returns one result per
 // event, in order. Copies of one event within the batch are answered as if
 // they had arrived one after the other: the first may be the insert, the
-// rest are repeats with increasing delivery counts.
+// rest are repeats with increasing delivery counts. An event carrying
+// the signed content (Event.ContentDigest) of another event of the batch
+// or of one recorded earlier is answered as that event's copy (CopyOf).
 func RecordBatch(ctx context.Context, db DB, events []Event) ([]Recorded, error) {
 	n := len(events)
 	index := make(map[eventKey]int, n)
 	slot := make([]int, n) // distinct key index of each event
-	var cols eventColumns
+	// copyOf marks the events whose signed content an earlier event of the
+	// batch, under another id, carries: they are that slot's copies.
+	var (
+		copyOf  = make([]bool, n)
+		digests map[digestKey]int
+		cols    eventColumns
+	)
 	for i := range events {
 		ev := &events[i]
 		k := eventKey{ev.Source, ev.ExternalID}
@@ -130,13 +178,30 @@ func RecordBatch(ctx context.Context, db DB, events []Event) ([]Recorded, error)
 			cols.copies[u]++
 			continue
 		}
+		dk := digestKey{ev.Source, string(ev.ContentDigest)}
+		if ev.ContentDigest != nil {
+			if u, ok := digests[dk]; ok {
+				slot[i], copyOf[i] = u, true
+				continue
+			}
+		}
 		u := len(cols.sources)
 		index[k] = u
 		slot[i] = u
+		if ev.ContentDigest != nil {
+			if digests == nil {
+				digests = make(map[digestKey]int)
+			}
+			digests[dk] = u
+		}
 		cols.add(ev)
 	}
 
-	rows, err := db.Query(ctx, recordSQL, cols.args()...)
+	sql, args := recordSQL, cols.args()
+	if cols.signed {
+		sql, args = recordSignedSQL, append(args, cols.digests, cols.windows)
+	}
+	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("error recording events: %w", err)
 	}
@@ -147,7 +212,11 @@ func RecordBatch(ctx context.Context, db DB, events []Event) ([]Recorded, error)
 			k   eventKey
 			rec Recorded
 		)
-		if err := rows.Scan(&k.source, &k.externalID, &rec.Deliveries, &rec.Inserted, &rec.Pending, &rec.State); err != nil {
+		dest := []any{&k.source, &k.externalID, &rec.Deliveries, &rec.Inserted, &rec.Pending, &rec.State}
+		if cols.signed {
+			dest = append(dest, &rec.CopyOf)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("error reading recorded events: %w", err)
 		}
@@ -172,6 +241,11 @@ func RecordBatch(ctx context.Context, db DB, events []Event) ([]Recorded, error)
 	for i := range events {
 		u := slot[i]
 		rec := perKey[u]
+		if copyOf[i] || rec.CopyOf != "" {
+			// Nothing was written for it: it reports the event it copies.
+			results[i] = Recorded{Deliveries: rec.Deliveries, State: rec.State, CopyOf: cmp.Or(rec.CopyOf, cols.externalIDs[u])}
+			continue
+		}
 		j := nth[u]
 		nth[u]++
 		first := rec.Deliveries - int(cols.copies[u]) + 1 // delivery number of the first copy

@@ -32,23 +32,29 @@ RETURNING ` + runColumns
 // ReopenRun makes the failed or dead run of key retryable again with the
 // same key, recording who asked (by) and why (reason). It reports false,
 // and changes nothing, when the run is in any other state (a claim may
-// have taken it meanwhile); it returns ErrNotFound when there is no run.
+// have taken it meanwhile); it returns ErrNotFound when there is no run,
+// and ErrTooSlow past AdminStatementTimeout.
 func (s *Store) ReopenRun(ctx context.Context, key, by, reason string) (Run, bool, error) {
-	run, err := scanRun(s.pool.QueryRow(ctx, reopenSQL, key, by, reason))
-	if err == nil {
-		return run, true, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return Run{}, false, fmt.Errorf("error reopening run: %w", err)
-	}
-	cur, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM job_runs WHERE key = $1`, key))
+	var (
+		run      Run
+		reopened bool
+	)
+	err := s.adminTx(ctx, true, func(tx pgx.Tx) error {
+		var err error
+		run, err = scanRun(tx.QueryRow(ctx, reopenSQL, key, by, reason))
+		if reopened = err == nil; reopened || !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		run, err = scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM job_runs WHERE key = $1`, key))
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, false, fmt.Errorf("run %s: %w", key, ErrNotFound)
 	}
 	if err != nil {
-		return Run{}, false, fmt.Errorf("error reading run: %w", err)
+		return Run{}, false, fmt.Errorf("error reopening run: %w", err)
 	}
-	return cur, false, nil
+	return run, reopened, nil
 }
 
 // NewGeneration is what [Store.NewGeneration] needs to record a forced
@@ -86,10 +92,11 @@ RETURNING ` + runColumns
 
 // NewGeneration records a forced replay of an event to one destination:
 // a new run with generation max(existing) + 1 (at least 2) and the key
-// KeyFunc gives it. It returns ErrNotFound when the event does not exist.
+// KeyFunc gives it. It returns ErrNotFound when the event does not exist,
+// and ErrTooSlow past AdminStatementTimeout.
 func (s *Store) NewGeneration(ctx context.Context, g NewGeneration) (Run, error) {
 	var run Run
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.adminTx(ctx, true, func(tx pgx.Tx) error {
 		var one int
 		if err := tx.QueryRow(ctx, lockEventSQL, g.Source, g.ExternalID).Scan(&one); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
@@ -108,7 +115,7 @@ func (s *Store) NewGeneration(ctx context.Context, g NewGeneration) (Run, error)
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrTooSlow) {
 			return Run{}, err
 		}
 		return Run{}, fmt.Errorf("error recording forced replay: %w", err)

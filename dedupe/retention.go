@@ -44,16 +44,16 @@ type RetentionResult struct {
 	Ran bool
 	// Cutoff is the database time before which rows were deleted.
 	Cutoff time.Time
-	// Events, Runs, Attempts and MaintenanceRuns count deleted rows per
-	// table.
-	Events, Runs, Attempts, MaintenanceRuns int64
+	// Events, Runs, Attempts, Digests and MaintenanceRuns count deleted
+	// rows per table.
+	Events, Runs, Attempts, Digests, MaintenanceRuns int64
 	// Batches counts the delete statements run.
 	Batches int
 }
 
 // Total returns the rows deleted from all tables.
 func (r RetentionResult) Total() int64 {
-	return r.Events + r.Runs + r.Attempts + r.MaintenanceRuns
+	return r.Events + r.Runs + r.Attempts + r.Digests + r.MaintenanceRuns
 }
 
 // Each retention statement deletes at most $2 rows older than $1, chosen
@@ -91,6 +91,13 @@ WITH doomed AS MATERIALIZED (
 )
 DELETE FROM events WHERE (source, external_id) IN (SELECT source, external_id FROM doomed)`
 
+	// Signed content digests (signedcopies.go) whose window ended before
+	// the cutoff; one that ended since counts as absent already.
+	retainDigestsSQL = `
+DELETE FROM event_digests WHERE (source, digest) IN (
+    SELECT source, digest FROM event_digests WHERE expires_at < $1
+    ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`
+
 	// Old records of maintenance runs; the newest of each kind stays so
 	// the last success remains visible.
 	retainMaintenanceSQL = `
@@ -101,8 +108,8 @@ DELETE FROM maintenance_runs WHERE id IN (
     ORDER BY m.finished_at LIMIT $2 FOR UPDATE SKIP LOCKED)`
 )
 
-// RunRetention deletes events, job runs, logged calls and old maintenance
-// records older than opts.Retention, in batches of at most opts.BatchSize
+// RunRetention deletes events, job runs, logged calls, signed content
+// digests and old maintenance records older than opts.Retention, in batches of at most opts.BatchSize
 // rows, each batch its own short transaction; it loops over a table until
 // a batch comes back short. Entity versions are kept: they are what keeps
 // a late, older event from being forwarded.
@@ -170,6 +177,7 @@ func (s *Store) retain(ctx context.Context, conn *pgxpool.Conn, opts RetentionOp
 		{"delivery_attempts", retainAttemptsSQL, &res.Attempts},
 		{"job_runs", retainRunsSQL, &res.Runs},
 		{"events", retainEventsSQL, &res.Events},
+		{"event_digests", retainDigestsSQL, &res.Digests},
 		{"maintenance_runs", retainMaintenanceSQL, &res.MaintenanceRuns},
 	} {
 		for {

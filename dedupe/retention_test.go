@@ -34,12 +34,18 @@ func TestRetention(t *testing.T) {
 		b.exec(t, `INSERT INTO entity_versions (source, destination, entity, version, key, updated_at)
             VALUES ('src', 'dst', 'cus_1', '5', 'src:dst:old000', now() - interval '40 days')`)
 
+		// Signed content digests: one whose window ended before the
+		// cutoff goes, one that ended since and a live one stay.
+		b.exec(t, `INSERT INTO event_digests (source, digest, external_id, expires_at) VALUES
+            ('src', 'ancient', 'old000', now() - interval '31 days'),
+            ('src', 'ended', 'new000', now() - interval '1 day'),
+            ('src', 'live', 'new001', now() + interval '1 day')`)
 		res, err := b.store.RunRetention(testCtx(t), dedupe.RetentionOptions{Retention: 30 * 24 * time.Hour, BatchSize: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !res.Ran || res.Events != 11 || res.Runs != 11 || res.Attempts != 11 {
-			t.Fatalf("result %+v, want 11 events, runs and attempts deleted", res)
+		if !res.Ran || res.Events != 11 || res.Runs != 11 || res.Attempts != 11 || res.Digests != 1 {
+			t.Fatalf("result %+v, want 11 events, runs and attempts and 1 digest deleted", res)
 		}
 		// 11 rows in batches of 4 take 3 statements per table (4, 4, 3).
 		if res.Batches < 9 {

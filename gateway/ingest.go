@@ -69,7 +69,8 @@ func (s *Server) ingest(c echo.Context) error {
 	}
 	body := buf.Bytes()
 
-	if err := src.Verifier.Verify(verify.Request{Header: req.Header, Body: body, RawQuery: req.URL.RawQuery}, s.cfg.Now()); err != nil {
+	vreq := verify.Request{Header: req.Header, Body: body, RawQuery: req.URL.RawQuery}
+	if err := src.Verifier.Verify(vreq, s.cfg.Now()); err != nil {
 		s.metrics.observe(name, "rejected_signature", time.Since(start))
 		log.WarnContext(ctx, "webhook rejected", slog.String("reason", err.Error()), slog.Int("body_bytes", len(body)))
 		return err
@@ -90,6 +91,9 @@ func (s *Server) ingest(c echo.Context) error {
 		s.metrics.observe(name, outcome, time.Since(start))
 		log.WarnContext(ctx, "webhook rejected", slog.String("reason", err.Error()), slog.Int("body_bytes", len(body)))
 		return err
+	}
+	if src.ContentWindow > 0 {
+		ev.ContentDigest, ev.ContentWindow = verify.SignedDigest(src.Verifier, vreq), src.ContentWindow
 	}
 	id := ev.ExternalID
 	log = log.With(slog.String("event_id", id))
@@ -122,6 +126,14 @@ func (s *Server) ingest(c echo.Context) error {
 		// Also for a repeat: a hand-off cut short by a crash or a
 		// cancelled request is retried now instead of at the next scan.
 		s.handoff.Notify(name, id)
+	}
+	if rec.CopyOf != "" {
+		// A copy of a recorded delivery under another id (the id is not
+		// signed): a replay, or the sender's own resend under a new id.
+		s.metrics.observe(name, "duplicate_content", time.Since(start))
+		log.WarnContext(ctx, "signed content already recorded under another event id; answered as a duplicate of it, nothing recorded",
+			slog.String("copy_of", rec.CopyOf), slog.Int("deliveries", rec.Deliveries), slog.String("state", rec.State))
+		return c.JSON(http.StatusOK, duplicate{Status: "duplicate", Source: name, EventID: rec.CopyOf, Deliveries: rec.Deliveries, State: rec.State})
 	}
 	if rec.Inserted {
 		s.metrics.observe(name, "accepted", time.Since(start))

@@ -15,7 +15,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		received: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webhookd_received_total",
-			Help: "Webhook deliveries received, by source and outcome (accepted, duplicate, rejected_<reason>).",
+			Help: "Webhook deliveries received, by source and outcome (accepted, duplicate, duplicate_content: a copy under another event id, rejected_<reason>).",
 		}, []string{"source", "outcome"}),
 		ack: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "webhookd_ack_latency_seconds",

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"time"
+
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
 )
@@ -22,6 +24,13 @@ type Source struct {
 	OrderEntity, OrderVersion *eventid.Extractor
 	// Destinations is how many destinations the source has (for states).
 	Destinations int
+	// ContentWindow, when positive, turns on the guard against copies of
+	// a signed delivery under another event id: a delivery whose signed
+	// content (verify.SignedDigest) an event recorded within this window
+	// carried is answered as a duplicate of that event and records
+	// nothing. For schemes whose event id the signature does not cover
+	// (github, shopify, twilio, a header id). 0 turns it off.
+	ContentWindow time.Duration
 }
 
 // SourceSpec is a source as configured.

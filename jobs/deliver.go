@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -70,14 +71,15 @@ type callRequest struct {
 }
 
 // callDestination POSTs the event to the destination and classifies the
-// answer per SPEC's table (package doc). It never returns an error: every
-// failure is an outcome.
+// answer per SPEC's table (package doc); client must not follow redirects
+// (HandlerConfig.WithDefaults makes sure). It never returns an error:
+// every failure is an outcome.
 func callDestination(ctx context.Context, client *http.Client, r callRequest) callResult {
 	ctx, cancel := context.WithTimeout(ctx, r.dest.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.dest.URL, bytes.NewReader(r.body))
 	if err != nil {
-		return callResult{outcome: dedupe.OutcomePermanent, err: "invalid destination request: " + redactURL(err, r.dest.URL)}
+		return callResult{outcome: dedupe.OutcomePermanent, err: "invalid destination request: " + describeCallError(err, r.dest.URL)}
 	}
 	if r.contentType != "" {
 		req.Header.Set("Content-Type", r.contentType)
@@ -107,7 +109,7 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			msg = "timeout after " + r.dest.Timeout.String()
 		}
-		return callResult{outcome: dedupe.OutcomeRetry, called: true, err: msg + ": " + redactURL(err, r.dest.URL), duration: d}
+		return callResult{outcome: dedupe.OutcomeRetry, called: true, err: msg + ": " + describeCallError(err, r.dest.URL), duration: d}
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, resultBodyLimit+1))
@@ -128,12 +130,27 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 	case code == http.StatusRequestTimeout || code >= 500:
 		out.outcome = dedupe.OutcomeRetry
 		out.err = fmt.Sprintf("destination answered HTTP %d", code)
+	case code >= 300 && code < 400:
+		// Never followed (noRedirects): the payload, its signature and
+		// key go to the configured URL only. A failed attempt, retried,
+		// so a moved endpoint can be fixed in the config before the run
+		// is dead.
+		out.outcome = dedupe.OutcomeRetry
+		out.err = fmt.Sprintf("destination redirected: HTTP %d", code)
+		if loc := resp.Header.Get("Location"); loc != "" {
+			out.err += " to " + redactURL(loc)
+		}
+		out.err += " (redirects are not followed)"
 	default:
 		out.outcome = dedupe.OutcomePermanent
 		out.err = fmt.Sprintf("destination refused: HTTP %d", code)
 	}
 	return out
 }
+
+// noRedirects is the destination client's CheckRedirect: a redirect is
+// the destination's answer, never followed.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 func encodeResult(resp *http.Response, body []byte, d time.Duration) []byte {
 	res := storedResult{StatusCode: resp.StatusCode, DurationMS: float64(d.Microseconds()) / 1000}
@@ -177,13 +194,56 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	return min(d, maxHold), true
 }
 
-// redactURL describes a transport error without the destination URL,
-// whose query may carry a token.
-func redactURL(err error, rawURL string) string {
-	msg := err.Error()
-	if rawURL != "" {
-		msg = strings.ReplaceAll(msg, rawURL, "destination")
-		msg = strings.ReplaceAll(msg, strconv.Quote(rawURL), "destination")
+// describeCallError describes a failed call for last_error, the call log,
+// the log line and Asynq's task, with the URL's credentials redacted
+// (redactURL). net/http's error names the URL with its password masked
+// but its user and query as configured.
+func describeCallError(err error, rawURL string) string {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return redactIn(err.Error(), rawURL, "")
+	}
+	return ue.Op + " " + redactURL(rawURL) + ": " + redactIn(ue.Err.Error(), rawURL, ue.URL)
+}
+
+// redactIn replaces every spelling of the URLs in msg with rawURL
+// redacted.
+func redactIn(msg, rawURL, masked string) string {
+	for _, u := range []string{rawURL, masked} {
+		if u != "" {
+			msg = strings.ReplaceAll(msg, u, redactURL(rawURL))
+		}
 	}
 	return msg
+}
+
+// redactURL returns raw without the parts that may carry a credential:
+// the userinfo and every query value (a query item without "=" whole)
+// become "redacted" and a fragment is dropped; the scheme, host, port,
+// path and query names stay, to say where a call went. A URL that does
+// not parse is replaced whole.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "[unparseable URL]"
+	}
+	if u.Opaque != "" {
+		return u.Scheme + ":redacted"
+	}
+	if u.User != nil {
+		u.User = url.User("redacted")
+	}
+	if u.RawQuery != "" {
+		items := strings.Split(u.RawQuery, "&")
+		for i, item := range items {
+			if name, _, ok := strings.Cut(item, "="); ok {
+				items[i] = name + "=redacted"
+			} else {
+				items[i] = "redacted"
+			}
+		}
+		u.RawQuery = strings.Join(items, "&")
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
 }

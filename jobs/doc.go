@@ -40,10 +40,17 @@
 //	2xx                                     done       done, result stored       dropped
 //	429, or 503 with Retry-After            hold       running, held; no attempt retried after the wait
 //	408, other 5xx, timeout, conn. error    retry      failed, attempts + 1      retried after backoff
+//	3xx (never followed)                    retry      failed, attempts + 1      retried after backoff
 //	  … attempts reach max_attempts         retry      dead                      archived
 //	other 4xx                               permanent  failed, permanent         archived
 //	(ordered) a newer version was sent      stale      skipped_stale; no call    dropped
 //	(ordered) the entity is in flight       hold       running, held; no call    retried after the wait
+//
+// A redirect is never followed: the payload, its signature and its key go
+// to the configured URL only. It is a failed attempt, not a permanent
+// failure, so an endpoint that moved can be fixed in the configuration
+// while the run still retries; its status and Location (credentials
+// redacted) are the run's last error.
 //
 // Asynq's own retry budget is not used to count attempts: tasks are
 // enqueued with a retry limit far above any max_attempts, and the handler

@@ -46,7 +46,9 @@ type HandlerConfig struct {
 	// DefaultHold is the wait after a 429 without Retry-After. Defaults to 5s.
 	DefaultHold time.Duration
 	// HTTPClient calls destinations. Defaults to a client with pooled
-	// connections; each call is bounded by its destination's Timeout.
+	// connections; each call is bounded by its destination's Timeout. It
+	// never follows a redirect, whatever its CheckRedirect says: a 3xx is
+	// a failed attempt.
 	HTTPClient *http.Client
 	// Logger receives one line per decision. Defaults to slog.Default().
 	Logger *slog.Logger
@@ -70,6 +72,9 @@ func (c HandlerConfig) WithDefaults() HandlerConfig {
 		t.MaxIdleConnsPerHost = 64
 		c.HTTPClient = &http.Client{Transport: t}
 	}
+	client := *c.HTTPClient
+	client.CheckRedirect = noRedirects
+	c.HTTPClient = &client
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -160,6 +165,13 @@ func (h *Handler) claim(ctx context.Context, log *slog.Logger, p DeliverPayload,
 	if errors.Is(err, dedupe.ErrNotFound) {
 		log.ErrorContext(ctx, "event is no longer stored; run failed")
 		return claim, true, fmt.Errorf("event gone: %w", asynq.SkipRetry)
+	}
+	if errors.Is(err, dedupe.ErrKeyConflict) {
+		// Never call under a key that is another run's: the destination
+		// would take this event for that one.
+		log.ErrorContext(ctx, "the key's run belongs to another event; not calling the destination", slog.String("error", err.Error()))
+		h.cfg.Metrics.outcome(p.Destination, "key_conflict")
+		return claim, true, fmt.Errorf("key conflict: %w", asynq.SkipRetry)
 	}
 	if err != nil {
 		log.WarnContext(ctx, "claim failed; will retry", slog.String("error", err.Error()))

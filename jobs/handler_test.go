@@ -261,3 +261,30 @@ func TestDeliverEventGoneFailsPermanently(t *testing.T) {
 		t.Fatalf("Deliver to an unconfigured destination: %v, want SkipRetry", err)
 	}
 }
+
+// TestDeliverNeverCallsUnderAnotherRunsKey: when the row under the key
+// belongs to another run (written under an earlier key encoding), the
+// handler logs it and calls nothing: the destination would take this
+// event's call for that run's, or answer from its result.
+func TestDeliverNeverCallsUnderAnotherRunsKey(t *testing.T) {
+	t.Parallel()
+	d := newDestination(t, status(200))
+	b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL}})
+	b.record(t, "evt_1", body)
+	b.record(t, "other", body)
+	key := jobs.Key("src", "dst", "evt_1", 1)
+	if _, err := b.schema.Pool.Exec(testCtx(t), `INSERT INTO job_runs (key, source, external_id, destination, generation, status, attempts, calls, max_attempts, retry_at)
+        VALUES ($1, 'src', 'other', 'dst', 1, 'failed', 1, 1, 5, now())`, key); err != nil {
+		t.Fatal(err)
+	}
+	err := b.handler.Deliver(testCtx(t), jobs.DeliverPayload{Source: "src", EventID: "evt_1", Destination: "dst"})
+	if !errors.Is(err, asynq.SkipRetry) {
+		t.Fatalf("Deliver: %v, want an error wrapping asynq.SkipRetry", err)
+	}
+	if n := len(d.Calls()); n != 0 {
+		t.Fatalf("destination called %d times under another run's key", n)
+	}
+	if r := b.run(t, key); r.Status != dedupe.StatusFailed || r.Calls != 1 {
+		t.Fatalf("the other run was changed: %+v", r)
+	}
+}

@@ -86,6 +86,7 @@ type bundle struct {
 	store   *dedupe.Store
 	handler *jobs.Handler
 	routes  jobs.Routes
+	logger  *slog.Logger
 }
 
 // handlerOptions shape the handler of a bundle.
@@ -93,6 +94,8 @@ type handlerOptions struct {
 	dest        jobs.Destination
 	lease       time.Duration
 	defaultHold time.Duration
+	// logger defaults to the test's log.
+	logger *slog.Logger
 }
 
 func setup(t *testing.T, o handlerOptions) *bundle {
@@ -106,14 +109,17 @@ func setup(t *testing.T, o handlerOptions) *bundle {
 	if o.lease == 0 {
 		o.lease = time.Minute
 	}
+	if o.logger == nil {
+		o.logger = testLogger(t)
+	}
 	h := jobs.NewHandler(store, jobs.HandlerConfig{
 		Routes:      routes,
 		Lease:       o.lease,
 		Backoff:     jobs.Backoff{Base: 10 * time.Millisecond, Max: 40 * time.Millisecond},
 		DefaultHold: o.defaultHold,
-		Logger:      testLogger(t),
+		Logger:      o.logger,
 	})
-	return &bundle{schema: s, store: store, handler: h, routes: routes}
+	return &bundle{schema: s, store: store, handler: h, routes: routes, logger: o.logger}
 }
 
 // record records an event of source "src".
@@ -164,7 +170,7 @@ func (b *bundle) startWorker(t *testing.T) *queue {
 	srv := jobs.NewServer(r.Client, b.handler, jobs.ServerConfig{
 		Queue: r.Queue, Concurrency: 8, ShutdownTimeout: 2 * time.Second,
 		Backoff: jobs.Backoff{Base: 10 * time.Millisecond, Max: 40 * time.Millisecond},
-		Logger:  testLogger(t),
+		Logger:  b.logger,
 	})
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -31,20 +32,36 @@ type DeliverPayload struct {
 }
 
 // Key returns the job key: <source>:<destination>:<external_id>, with
-// #<generation> appended for a forced replay.
+// #<generation> appended for a forced replay (see [Key]).
 func (p DeliverPayload) Key() string {
 	return Key(p.Source, p.Destination, p.EventID, p.Generation)
 }
 
-// Key returns the job key of an event, destination and generation. It
-// never contains a time, a random value or an attempt number.
+// Key returns the job key of an event, destination and generation:
+// <source>:<destination>:<external_id>, with #<generation> appended for a
+// forced replay (generation 2 and up). It never contains a time, a random
+// value or an attempt number.
+//
+// Distinct arguments give distinct keys. '#' is the escape: a '#' in the
+// event id is written "##", so an id ending in "#2" cannot stand for
+// generation 2 of another event's key; in the source and destination
+// names (which the configuration limits to [a-z0-9_-], so no key changes)
+// '#' is written "##" and ':' "#:", so the first two lone ':' separate the
+// parts. A ':' in the event id, the last part, needs no escape. Keys of
+// ids without '#' are as they always were; migration 0012 re-keyed the
+// runs of ids with one.
 func Key(source, destination, eventID string, generation int) string {
-	k := source + ":" + destination + ":" + eventID
+	k := nameEscaper.Replace(source) + ":" + nameEscaper.Replace(destination) + ":" + idEscaper.Replace(eventID)
 	if generation > 1 {
 		k += "#" + strconv.Itoa(generation)
 	}
 	return k
 }
+
+var (
+	nameEscaper = strings.NewReplacer("#", "##", ":", "#:")
+	idEscaper   = strings.NewReplacer("#", "##")
+)
 
 func (p DeliverPayload) generation() int {
 	if p.Generation < 1 {

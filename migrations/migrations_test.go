@@ -297,7 +297,7 @@ func TestRecoveryFromPostgresMigration(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if v, err := migrations.Up(ctx, url); err != nil || v != 11 {
+	if v, err := migrations.UpTo(ctx, url, 11); err != nil || v != 11 {
 		t.Fatalf("up: version %d, %v", v, err)
 	}
 	var outbox []string
@@ -347,5 +347,60 @@ func TestCheck(t *testing.T) {
 	}
 	if err := migrations.Check(ctx, url); err != nil {
 		t.Fatalf("current schema: %v", err)
+	}
+}
+
+// TestInjectiveJobKeysMigration: 0012 re-keys the runs of event ids that
+// hold a '#' as jobs.Key now writes them ('#' doubled), with their calls
+// and ordering rows, also when a run's new key is another run's old one;
+// every other key stays.
+func TestInjectiveJobKeysMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := emptySchema(t)
+	if v, err := migrations.UpTo(ctx, url, 11); err != nil || v != 11 {
+		t.Fatalf("up to 11: version %d, %v", v, err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for _, sql := range []string{
+		// Under the old keys: event "X#2" and generation 2 of event "X#".
+		`INSERT INTO job_runs (key, source, external_id, destination, generation, status, max_attempts) VALUES
+            ('s:d:X#2', 's', 'X#2', 'd', 1, 'done', 5),
+            ('s:d:X##2', 's', 'X#', 'd', 2, 'failed', 5),
+            ('s:d:X', 's', 'X', 'd', 1, 'done', 5),
+            ('s:d:X#3', 's', 'X', 'd', 3, 'done', 5),
+            ('s:d:urn:a:1', 's', 'urn:a:1', 'd', 1, 'done', 5)`,
+		`INSERT INTO delivery_attempts (key, call, succeeded, duration_ms) VALUES ('s:d:X#2', 1, true, 1), ('s:d:X##2', 1, false, 1), ('s:d:X', 1, true, 1)`,
+		`INSERT INTO entity_versions (source, destination, entity, version, key, inflight_key) VALUES
+            ('s', 'd', 'e1', '1', 's:d:X#2', 's:d:X##2'), ('s', 'd', 'e2', '1', 's:d:X', NULL)`,
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := migrations.UpTo(ctx, url, 12); err != nil || v != 12 {
+		t.Fatalf("up to 12: version %d, %v", v, err)
+	}
+	read := func(sql string) string {
+		t.Helper()
+		var s string
+		if err := pool.QueryRow(ctx, sql).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if got := read(`SELECT string_agg(external_id || '/' || generation || '=' || key, ' ' ORDER BY external_id COLLATE "C", generation) FROM job_runs`); got !=
+		"X/1=s:d:X X/3=s:d:X#3 X#/2=s:d:X###2 X#2/1=s:d:X##2 urn:a:1/1=s:d:urn:a:1" {
+		t.Errorf("runs after 0012: %s", got)
+	}
+	if got := read(`SELECT string_agg(key || '=' || succeeded, ' ' ORDER BY key COLLATE "C") FROM delivery_attempts`); got != "s:d:X=true s:d:X###2=false s:d:X##2=true" {
+		t.Errorf("calls after 0012: %s", got)
+	}
+	if got := read(`SELECT string_agg(entity || '=' || key || '/' || COALESCE(inflight_key, '-'), ' ' ORDER BY entity) FROM entity_versions`); got != "e1=s:d:X##2/s:d:X###2 e2=s:d:X/-" {
+		t.Errorf("ordering rows after 0012: %s", got)
 	}
 }

@@ -1,12 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/webhookd/webhookd"
 	"github.com/webhookd/webhookd/gateway"
+	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
 	"github.com/webhookd/webhookd/jobs"
 )
@@ -76,6 +76,10 @@ type sourceConf struct {
 	EventID      string     `yaml:"event_id"`
 	Order        *orderConf `yaml:"order"`
 	Destinations []destConf `yaml:"destinations"`
+	// DuplicateContentWindow: a delivery whose signed content an event
+	// recorded within it carried, under another id, is a duplicate of
+	// that event. 0 turns it off; unset means contentWindow's default.
+	DuplicateContentWindow *duration `yaml:"duplicate_content_window"`
 }
 
 type verifyConf struct {
@@ -94,6 +98,9 @@ type verifyConf struct {
 type orderConf struct {
 	Entity  string `yaml:"entity"`
 	Version string `yaml:"version"`
+	// AllowUnsignedHeader accepts an entity or version read from a header
+	// the scheme does not sign, which a replayed copy may set at will.
+	AllowUnsignedHeader bool `yaml:"allow_unsigned_header"`
 }
 
 type destConf struct {
@@ -128,12 +135,11 @@ var renamedKeys = map[string]string{
 var (
 	nameRE = regexp.MustCompile(`^[a-z0-9_-]+$`)
 	varRE  = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-	// unknownFieldRE rewrites yaml's "field x not found in type main.y".
-	unknownFieldRE = regexp.MustCompile(`field (\S+) not found in type \S+`)
 )
 
-// loadConfig reads path, expands ${VAR} from the environment, decodes it
-// strictly, applies the environment overrides and validates the result.
+// loadConfig reads path, parses it, expands ${VAR} in its values from the
+// environment, decodes it strictly (unknown keys are errors), applies the
+// environment overrides and validates the result.
 func loadConfig(path string) (*config, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -143,36 +149,21 @@ func loadConfig(path string) (*config, error) {
 }
 
 func parseConfig(path string, raw []byte, lookup func(string) (string, bool)) (*config, error) {
-	var expandErr error
-	expanded := varRE.ReplaceAllFunc(raw, func(m []byte) []byte {
-		name := string(varRE.FindSubmatch(m)[1])
-		v, _ := lookup(name)
-		if strings.ContainsAny(v, "\r\n") && expandErr == nil {
-			expandErr = fmt.Errorf("%s: ${%s} holds a line break; not allowed in the config", path, name)
-		}
-		return []byte(v)
-	})
-	if expandErr != nil {
-		return nil, expandErr
-	}
-
 	cfg := &config{path: path}
 	var root yaml.Node
-	if err := yaml.Unmarshal(expanded, &root); err != nil {
+	if err := yaml.Unmarshal(raw, &root); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(expanded))
-	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		msg = unknownFieldRE.ReplaceAllStringFunc(msg, func(m string) string {
-			key := unknownFieldRE.FindStringSubmatch(m)[1]
-			if now, ok := renamedKeys[key]; ok {
-				return fmt.Sprintf("unknown key %q (replaced by %s)", key, now)
-			}
-			return fmt.Sprintf("unknown key %q", key)
-		})
-		return nil, fmt.Errorf("%s: %s", path, msg)
+	if err := expandVars(&root, lookup); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if unknown := unknownKeys(&root, reflect.TypeFor[config]()); len(unknown) > 0 {
+		return nil, fmt.Errorf("%s: %s", path, strings.Join(unknown, "; "))
+	}
+	if root.Kind != 0 { // an empty file is an empty config
+		if err := root.Decode(cfg); err != nil {
+			return nil, fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+		}
 	}
 	cfg.root = &root
 
@@ -191,6 +182,95 @@ func parseConfig(path string, raw []byte, lookup func(string) (string, bool)) (*
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// expandVars replaces ${VAR} in the scalar values of the parsed document
+// (not in keys or comments) with the variable's value from lookup, empty
+// when unset. Expanding after parsing keeps a value whole whatever it
+// holds (" #", ": ", quotes): it is never read as YAML. A scalar written
+// plain is then typed from its expanded value, as if written there (a
+// number, a duration); a quoted one stays a string. A value holding a
+// line break is refused.
+func expandVars(n *yaml.Node, lookup func(string) (string, bool)) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if !strings.Contains(n.Value, "${") {
+			return nil
+		}
+		var err error
+		n.Value = varRE.ReplaceAllStringFunc(n.Value, func(m string) string {
+			name := varRE.FindStringSubmatch(m)[1]
+			v, _ := lookup(name)
+			if strings.ContainsAny(v, "\r\n") && err == nil {
+				err = fmt.Errorf("line %d: ${%s} holds a line break; not allowed in the config", n.Line, name)
+			}
+			return v
+		})
+		if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 {
+			n.Tag = "" // resolved again from the expanded value
+		}
+		return err
+	case yaml.MappingNode:
+		for i := 1; i < len(n.Content); i += 2 { // values only
+			if err := expandVars(n.Content[i], lookup); err != nil {
+				return err
+			}
+		}
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for _, c := range n.Content {
+			if err := expandVars(c, lookup); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// unknownKeys lists, as "line N: unknown key "k"", every mapping key under
+// n that no field of t takes (by its yaml tag): the strict decoding the
+// expanded document gets, since yaml decodes a node only leniently.
+func unknownKeys(n *yaml.Node, t reflect.Type) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[yaml.Unmarshaler]()) {
+		return nil
+	}
+	var out []string
+	switch {
+	case n.Kind == yaml.DocumentNode || n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
+		elem := t
+		if n.Kind == yaml.SequenceNode {
+			elem = t.Elem()
+		}
+		for _, c := range n.Content {
+			out = append(out, unknownKeys(c, elem)...)
+		}
+	case n.Kind == yaml.AliasNode && n.Alias != nil:
+		out = unknownKeys(n.Alias, t)
+	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct:
+		fields := make(map[string]reflect.Type, t.NumField())
+		for f := range t.Fields() {
+			if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name != "" && name != "-" {
+				fields[name] = f.Type
+			}
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			ft, ok := fields[k.Value]
+			switch {
+			case k.ShortTag() == "!!merge":
+				out = append(out, unknownKeys(v, t)...)
+			case !ok && renamedKeys[k.Value] != "":
+				out = append(out, fmt.Sprintf("line %d: unknown key %q (replaced by %s)", k.Line, k.Value, renamedKeys[k.Value]))
+			case !ok:
+				out = append(out, fmt.Sprintf("line %d: unknown key %q", k.Line, k.Value))
+			default:
+				out = append(out, unknownKeys(v, ft)...)
+			}
+		}
+	}
+	return out
 }
 
 func (c *config) setDefaults() {
@@ -282,6 +362,24 @@ func (c *config) validate() error {
 			}
 			return c.fieldError(se.Err.Error(), path...)
 		}
+		if s.Order != nil {
+			for _, f := range [...]struct{ key, spec string }{{"entity", s.Order.Entity}, {"version", s.Order.Version}} {
+				ex, _ := eventid.Parse(f.spec) // parsed by NewSource above
+				if h, ok := ex.Header(); ok && !s.verifyConfig().SignsHeader(h) && !s.Order.AllowUnsignedHeader {
+					return c.fieldError(fmt.Sprintf("header %s is not covered by scheme %s's signature: a replayed copy could carry any %s "+
+						"and hold back every later update of the entity (order.allow_unsigned_header: true accepts that)",
+						h, s.Verify.Scheme, f.key), "sources", i, "order", f.key)
+				}
+			}
+		}
+		if w := s.DuplicateContentWindow; w != nil && *w > 0 {
+			if s.Verify.Scheme == verify.SchemeNone {
+				return c.fieldError("scheme none signs nothing to compare", "sources", i, "duplicate_content_window")
+			}
+			if *w > c.Retention {
+				return c.fieldError("must be at most retention (the events it points at are kept that long)", "sources", i, "duplicate_content_window")
+			}
+		}
 		if len(s.Destinations) == 0 {
 			return c.fieldError("at least one destination is required", "sources", i, "destinations")
 		}
@@ -328,6 +426,26 @@ func (s sourceConf) verifyConfig() verify.Config {
 		PublicURL:       v.PublicURL,
 		AllowUnsigned:   v.AllowUnsigned,
 	}
+}
+
+// contentWindow is the source's duplicate_content_window, by default
+// retention for twilio and 0 (off) for every other scheme. Twilio signs
+// every form parameter, and each of its requests names the message or
+// call it is about (its SID) and what happened to it (status, sequence
+// number), so two distinct Twilio events never share signed content.
+// GitHub and Shopify sign only the body, whose timestamps have second
+// precision: a change undone and redone within a second (a label removed
+// and added again, a product set back and forth) can send byte-identical
+// bodies as distinct events, and the guard would drop the later one.
+// Other schemes sign their id or leave it to the operator.
+func (s sourceConf) contentWindow(retention time.Duration) time.Duration {
+	if s.DuplicateContentWindow != nil {
+		return s.DuplicateContentWindow.std()
+	}
+	if s.Verify.Scheme == verify.SchemeTwilio {
+		return retention
+	}
+	return 0
 }
 
 func (s sourceConf) eventIDSpec() string {
@@ -414,6 +532,7 @@ func (c *config) gatewaySources() (map[string]gateway.Source, error) {
 		if err != nil {
 			return nil, err
 		}
+		src.ContentWindow = s.contentWindow(c.Retention.std())
 		out[s.Name] = src
 	}
 	return out, nil

@@ -85,6 +85,54 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
+// TestParseConfigExpandsValuesWhole: a ${VAR} is expanded into the value
+// it stands in, after parsing, so a secret holding YAML syntax is kept
+// whole (expanded into the text, " #" started a comment and cut it), and a
+// plain value is still typed from what it expands to.
+func TestParseConfigExpandsValuesWhole(t *testing.T) {
+	t.Parallel()
+	yaml := strings.Replace(validConfig, "lease: 1m", "lease: ${LEASE}\nmax_body_bytes: ${MAX}", 1)
+	yaml = strings.Replace(yaml, `secrets: ["s3cr3t"]`, "secrets:\n        - ${SECRET}\n        - '${SECRET}'", 1)
+	for _, secret := range []string{
+		"s3c #r3t",   // cut at " #" when expanded into the text
+		"s3c: r3t",   // a mapping
+		`"s3cr3t" x`, // a quoted string and more
+		`s3c'r"3t`,   // quotes inside
+		`s3c #r3t: "q" 'p' {x} [y] & *z`,
+	} {
+		cfg, err := parseConfig("w.yaml", []byte(yaml), env(map[string]string{
+			"TOKEN": secret, "STRIPE_SECRET": secret, "SIGNING": "  " + secret + " ", "SECRET": secret,
+			"LEASE": "90s", "MAX": "2048",
+		}))
+		if err != nil {
+			t.Errorf("secret %q: %v", secret, err)
+			continue
+		}
+		for name, got := range map[string]string{
+			"admin_token (plain)":                   cfg.AdminToken,
+			"stripe secrets[0] (double-quoted)":     cfg.Sources[0].Verify.Secrets[0],
+			"gh secrets[0] (plain, block sequence)": cfg.Sources[1].Verify.Secrets[0],
+			"gh secrets[1] (single-quoted)":         cfg.Sources[1].Verify.Secrets[1],
+		} {
+			if got != secret {
+				t.Errorf("%s = %q, want %q", name, got, secret)
+			}
+		}
+		if got := cfg.Sources[0].Destinations[0].SigningSecret; got != "  "+secret+" " {
+			t.Errorf("signing_secret = %q, want %q with its spaces", got, "  "+secret+" ")
+		}
+		if cfg.Lease.std() != 90*time.Second || cfg.MaxBodyBytes != 2048 {
+			t.Errorf("lease %s, max_body_bytes %d; want 90s and 2048 from the environment", cfg.Lease.std(), cfg.MaxBodyBytes)
+		}
+	}
+
+	// Still refused: a value with a line break.
+	if _, err := parseConfig("w.yaml", []byte(validConfig), env(map[string]string{"TOKEN": "a\nlisten: x"})); err == nil ||
+		!strings.Contains(err.Error(), "${TOKEN} holds a line break") {
+		t.Errorf("a value with a line break: %v", err)
+	}
+}
+
 func TestParseConfigErrors(t *testing.T) {
 	t.Parallel()
 	base := func(edit func(string) string) string { return edit(validConfig) }
@@ -165,6 +213,49 @@ func TestParseConfigErrors(t *testing.T) {
 			expectText: []string{"sources[0].destinations[0].signing_secret", "whsec_"},
 		},
 		{
+			name: "hmac timestamp header that is not signed",
+			givenYAML: validConfig + `  - name: acme
+    verify:
+      scheme: hmac-sha256
+      secrets: ["s3cr3t"]
+      timestamp_header: X-Acme-Timestamp
+      signed_content: "{body}"
+    event_id: json:id
+    destinations:
+      - name: app
+        url: http://127.0.0.1:9000/hooks/acme
+`,
+			expectText: []string{"sources[2].verify", "verify.timestamp_header", "signed_content must contain {timestamp}"},
+		},
+		{
+			name: "order version from a header github does not sign",
+			givenYAML: strings.Replace(validConfig, "      secrets: [\"s3cr3t\"]\n",
+				"      secrets: [\"s3cr3t\"]\n    order:\n      entity: json:repository.id\n      version: header:X-Version\n", 1),
+			expectText: []string{"w.yaml:29", "sources[1].order.version", "header X-Version is not covered by scheme github's signature", "order.allow_unsigned_header"},
+		},
+		{
+			name:       "order entity from a header stripe does not sign",
+			givenYAML:  strings.Replace(validConfig, "entity: json:data.object.id", "entity: header:X-Entity", 1),
+			expectText: []string{"sources[0].order.entity", "header X-Entity is not covered by scheme stripe's signature"},
+		},
+		{
+			name:       "duplicate_content_window longer than retention",
+			givenYAML:  strings.Replace(validConfig, "      secrets: [\"s3cr3t\"]\n", "      secrets: [\"s3cr3t\"]\n    duplicate_content_window: 72h\n", 1),
+			expectText: []string{"w.yaml:27", "sources[1].duplicate_content_window", "at most retention"},
+		},
+		{
+			name: "duplicate_content_window on an unsigned source",
+			givenYAML: validConfig + `  - name: legacy
+    verify: {scheme: none, allow_unsigned: true}
+    event_id: json:id
+    duplicate_content_window: 1h
+    destinations:
+      - name: app
+        url: http://127.0.0.1:9000/hooks/legacy
+`,
+			expectText: []string{"sources[2].duplicate_content_window", "scheme none signs nothing"},
+		},
+		{
 			name:       "bad redis url",
 			givenYAML:  strings.Replace(validConfig, "redis://127.0.0.1:6379/0", "http://nope", 1),
 			expectText: []string{"redis_url"},
@@ -186,6 +277,56 @@ func TestParseConfigErrors(t *testing.T) {
 				t.Errorf("error leaks a secret: %q", err)
 			}
 		})
+	}
+}
+
+// TestParseConfigOrderHeaders: order fields may come from a header the
+// scheme signs, or from any header once the operator says so.
+func TestParseConfigOrderHeaders(t *testing.T) {
+	t.Parallel()
+	for name, yaml := range map[string]string{
+		"signed header (slack's timestamp)": strings.Replace(validConfig, "      scheme: github\n      secrets: [\"s3cr3t\"]\n",
+			"      scheme: slack\n      secrets: [\"s3cr3t\"]\n    order:\n      entity: json:event.channel\n      version: header:X-Slack-Request-Timestamp\n", 1),
+		"unsigned header, opted in": strings.Replace(validConfig, "      secrets: [\"s3cr3t\"]\n",
+			"      secrets: [\"s3cr3t\"]\n    order:\n      entity: json:repository.id\n      version: header:X-Version\n      allow_unsigned_header: true\n", 1),
+	} {
+		if _, err := parseConfig("w.yaml", []byte(yaml), env(map[string]string{"STRIPE_SECRET": "whsec_x"})); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// TestDuplicateContentWindowDefaults: the guard against copies under
+// fresh ids is on (for the retention) where no two distinct events share
+// signed content (twilio), off where they can (github, shopify), and
+// as configured when set.
+func TestDuplicateContentWindowDefaults(t *testing.T) {
+	t.Parallel()
+	yaml := strings.Replace(validConfig, "  - name: gh\n", `  - name: sms
+    verify: {scheme: twilio, secrets: [tok], public_url: "https://hooks.example.com/webhooks/sms"}
+    destinations: [{name: app, url: "http://127.0.0.1:9000/sms"}]
+  - name: sms_off
+    verify: {scheme: twilio, secrets: [tok], public_url: "https://hooks.example.com/webhooks/sms_off"}
+    duplicate_content_window: 0s
+    destinations: [{name: app, url: "http://127.0.0.1:9000/sms"}]
+  - name: shop
+    verify: {scheme: shopify, secrets: [tok]}
+    duplicate_content_window: 24h
+    destinations: [{name: app, url: "http://127.0.0.1:9000/shop"}]
+  - name: gh
+`, 1)
+	cfg, err := parseConfig("w.yaml", []byte(yaml), env(map[string]string{"STRIPE_SECRET": "whsec_x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources, err := cfg.gatewaySources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]time.Duration{"sms": 48 * time.Hour, "sms_off": 0, "shop": 24 * time.Hour, "gh": 0, "stripe": 0} {
+		if got := sources[name].ContentWindow; got != want {
+			t.Errorf("%s: window %s, want %s", name, got, want)
+		}
 	}
 }
 

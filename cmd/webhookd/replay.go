@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -75,11 +76,15 @@ a dry run (a count and a list) unless --dry-run=false; continue with the
 			if err != nil {
 				return err
 			}
+			matched := strconv.FormatInt(res.Matched, 10)
+			if res.MatchedAtLeast {
+				matched = "at least " + matched
+			}
 			if dryRun {
-				fmt.Fprintf(out, "dry run: %d events match; this call would replay %d (limit %d):\n", res.Matched, res.Selected, res.Limit)
+				fmt.Fprintf(out, "dry run: %s events match; this call would replay %d (limit %d):\n", matched, res.Selected, res.Limit)
 			} else {
-				fmt.Fprintf(out, "%d events match; replayed %d of them (limit %d): %d enqueued, %d failed\n",
-					res.Matched, res.Selected, res.Limit, res.Enqueued, res.Failed)
+				fmt.Fprintf(out, "%s events match; replayed %d of them (limit %d): %d enqueued, %d failed\n",
+					matched, res.Selected, res.Limit, res.Enqueued, res.Failed)
 			}
 			for _, e := range res.Events {
 				line, _ := json.Marshal(e)

@@ -22,7 +22,7 @@ import (
 // *dedupe.Store satisfies it.
 type eventStore interface {
 	ListEvents(ctx context.Context, f dedupe.EventFilter) (dedupe.EventPage, error)
-	CountEvents(ctx context.Context, f dedupe.EventFilter) (int64, error)
+	CountEvents(ctx context.Context, f dedupe.EventFilter) (dedupe.EventCount, error)
 	GetEvent(ctx context.Context, source, externalID string, destinations int) (dedupe.EventDetail, error)
 }
 
@@ -198,6 +198,8 @@ func httpError(err error) error {
 		return echo.NewHTTPError(http.StatusBadRequest, err.Error())
 	case errors.Is(err, ErrEnqueueFailed):
 		return echo.NewHTTPError(http.StatusServiceUnavailable, strings.TrimSpace(err.Error()))
+	case errors.Is(err, dedupe.ErrTooSlow):
+		return echo.NewHTTPError(http.StatusServiceUnavailable, "the database did not answer in time; try again or narrow the filter")
 	}
 	return err
 }

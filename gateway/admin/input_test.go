@@ -65,3 +65,24 @@ func TestAdminRefusesUnstorableText(t *testing.T) {
 		t.Errorf("refused input logged as an error:\n%s", b.logs.String())
 	}
 }
+
+// TestAdminAnswers503WhenTheDatabaseIsTooSlow: a listing that cannot
+// finish within the admin statement timeout answers 503, not 500 after
+// however long the lock lasts.
+func TestAdminAnswers503WhenTheDatabaseIsTooSlow(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	ctx := t.Context()
+	tx, err := b.p.Schema.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `LOCK TABLE events IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	var answer map[string]string
+	if code := b.do(t, "GET", "/admin/events", "", &answer); code != http.StatusServiceUnavailable || !strings.Contains(answer["error"], "did not answer in time") {
+		t.Fatalf("listing under a lock: %d %v, want 503", code, answer)
+	}
+}

@@ -235,11 +235,17 @@ type BulkRequest struct {
 // BulkResult says what a bulk replay did (or would do).
 type BulkResult struct {
 	DryRun bool `json:"dry_run"`
-	// Matched counts every event matching the filter (not only this page).
+	// Matched counts the events matching the filter (not only this
+	// page), among the newest 10,000 of the filter's time range.
 	Matched int64 `json:"matched"`
+	// MatchedAtLeast is true when the count stopped at 10,000 events
+	// examined: at least Matched match.
+	MatchedAtLeast bool `json:"matched_at_least,omitempty"`
 	// Limit is the cap that applied to this call.
 	Limit int `json:"limit"`
-	// Selected counts the events this call covered (at most Limit).
+	// Selected counts the events this call covered (at most Limit; with
+	// a state filter it may be fewer, even none, when Next is set: the
+	// listing examines a bounded stretch of events per call).
 	Selected int `json:"selected"`
 	// Enqueued counts events with at least one run enqueued.
 	Enqueued int `json:"enqueued"`
@@ -299,9 +305,11 @@ func (a *Admin) bulkReplayWith(ctx context.Context, log *slog.Logger, req BulkRe
 	if err != nil {
 		return BulkResult{}, err
 	}
-	out := BulkResult{DryRun: req.DryRun, Matched: matched, Limit: limit, Selected: len(page.Events), Next: page.Next}
+	out := BulkResult{DryRun: req.DryRun, Matched: matched.Matched, MatchedAtLeast: !matched.Complete, Limit: limit,
+		Selected: len(page.Events), Next: page.Next}
 	log.InfoContext(ctx, "bulk replay", slog.Bool("dry_run", req.DryRun), slog.Bool("force", req.Force),
-		slog.String("source", req.Source), slog.String("state", req.State), slog.Int64("matched", matched),
+		slog.String("source", req.Source), slog.String("state", req.State), slog.Int64("matched", matched.Matched),
+		slog.Bool("matched_at_least", !matched.Complete),
 		slog.Int("selected", len(page.Events)), slog.String("by", req.By), slog.String("reason", req.Reason))
 	for _, ev := range page.Events {
 		br := BulkReplay{Source: ev.Source, EventID: ev.ExternalID, State: ev.State}

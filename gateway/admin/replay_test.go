@@ -138,6 +138,54 @@ func TestReplayForceStartsARecordedGeneration(t *testing.T) {
 	}
 }
 
+// TestReplayKeysCannotCollideThroughHash: an event id holding "#<n>" had
+// the key of generation n of another event's forced replay, so forced
+// replays of the victim failed with 500, and an event "X#2" arriving
+// after a forced replay of X was acknowledged and never delivered (its
+// claim found the replay's done run). Both are attacks anyone who can
+// send a signed event with a chosen id can make.
+func TestReplayKeysCannotCollideThroughHash(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ForcedReplayOfTheVictim", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{})
+		victim := b.send(t, "X")
+		b.waitState(t, "X", dedupe.StatusDone)
+		attacker := b.send(t, "X#2")
+		b.waitState(t, "X#2", dedupe.StatusDone)
+
+		var res admin.ReplayResult
+		code := b.do(t, "POST", "/admin/events/stripe/X/replay?force=true&by=erin&reason=again", "", &res)
+		if code != http.StatusAccepted || len(res.Runs) != 1 || res.Runs[0].Key != victim+"#2" {
+			t.Fatalf("forced replay of X: %d %+v", code, res)
+		}
+		pipelinetest.Eventually(t, 20*time.Second, "X's #2 call", func() bool { return b.dest.calls(victim+"#2") == 1 })
+		b.waitState(t, "X", dedupe.StatusDone)
+		if attacker == victim+"#2" || b.dest.calls(attacker) != 1 {
+			t.Fatalf("X#2's key %q: %d calls, want its own key called once", attacker, b.dest.calls(attacker))
+		}
+	})
+
+	t.Run("AnIDAfterAForcedReplayIsDelivered", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{})
+		victim := b.send(t, "X")
+		b.waitState(t, "X", dedupe.StatusDone)
+		if code := b.do(t, "POST", "/admin/events/stripe/X/replay?force=true&by=erin&reason=again", "", nil); code != http.StatusAccepted {
+			t.Fatalf("forced replay of X: %d", code)
+		}
+		pipelinetest.Eventually(t, 20*time.Second, "X's #2 call", func() bool { return b.dest.calls(victim+"#2") == 1 })
+
+		key := b.send(t, "X#2")
+		b.waitState(t, "X#2", dedupe.StatusDone)
+		if b.dest.calls(key) != 1 {
+			t.Fatalf("event X#2 (key %q): %d calls, want 1", key, b.dest.calls(key))
+		}
+		stays(t, 500*time.Millisecond, "destination calls", func() bool { return b.dest.total() == 3 })
+	})
+}
+
 func TestReplayErrors(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})

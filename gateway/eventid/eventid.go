@@ -83,6 +83,15 @@ func Parse(spec string) (Extractor, error) {
 	}
 }
 
+// Header returns the header a header:<Name> spec reads (canonical) and
+// true; false for any other spec.
+func (e Extractor) Header() (string, bool) {
+	if e.kind != kindHeader {
+		return "", false
+	}
+	return e.arg, true
+}
+
 // String returns the spec e was parsed from.
 func (e Extractor) String() string { return e.spec }
 

@@ -185,3 +185,16 @@ func BenchmarkExtract(b *testing.B) {
 		})
 	}
 }
+
+func TestHeader(t *testing.T) {
+	t.Parallel()
+	for spec, want := range map[string]string{"header:x-github-delivery": "X-Github-Delivery", "json:id": "", "body-sha256": ""} {
+		e, err := Parse(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := e.Header(); got != want || ok != (want != "") {
+			t.Errorf("%s: Header() = %q, %v; want %q", spec, got, ok, want)
+		}
+	}
+}

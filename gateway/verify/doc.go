@@ -20,8 +20,10 @@
 // schemes in the header (v0, …) are ignored. t must be within the tolerance.
 //
 // github: header X-Hub-Signature-256: sha256=<hex>, HMAC-SHA256 of the body.
-// GitHub sends no timestamp; replays are caught by the event id
-// (X-GitHub-Delivery).
+// GitHub sends no timestamp, and its event id (X-GitHub-Delivery) is not
+// signed: a copy of a captured request verifies under any id.
+// [SignedDigest] names what a signature covers, so such copies can be
+// told apart from new events.
 //
 // standard: Standard Webhooks (https://www.standardwebhooks.com), also sent
 // by Svix. Headers webhook-id, webhook-timestamp and webhook-signature, or
@@ -53,7 +55,9 @@
 // X-Webhook-Signature), hex or base64, with an optional prefix (default
 // "sha256="). With TimestampHeader set, that header holds a unix timestamp
 // that must be within the tolerance, and SignedContent (default
-// "{timestamp}.{body}", otherwise "{body}") says which bytes are signed.
+// "{timestamp}.{body}", otherwise "{body}") says which bytes are signed; it
+// must contain {timestamp} when TimestampHeader is set, since a timestamp
+// that is checked but not signed stops no replay.
 //
 // none: no check at all. Only allowed when Config.AllowUnsigned is true;
 // callers should log that loudly at start.

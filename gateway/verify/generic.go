@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +59,11 @@ func newGeneric(cfg Config, keys [][]byte, tol int64) (scheme, error) {
 	segs, err := parseTemplate(cfg.SignedContent, cfg.TimestampHeader != "")
 	if err != nil {
 		return nil, fmt.Errorf("verify.signed_content: %w", err)
+	}
+	if cfg.TimestampHeader != "" && !slices.ContainsFunc(segs, func(s segment) bool { return s.kind == segTimestamp }) {
+		// The header would be checked against the clock but not signed:
+		// a replay could carry any fresh timestamp.
+		return nil, errors.New("verify.timestamp_header: the timestamp is not signed: verify.signed_content must contain {timestamp}")
 	}
 	s := &genericScheme{
 		macs:     newMACs(keys, sha256New),
@@ -188,6 +195,25 @@ func (s *genericScheme) write(st *macState, body []byte, ts string) {
 			st.writeString(ts)
 		}
 	}
+}
+
+// writeSigned writes the signed content as signed_content lays it out.
+func (s *genericScheme) writeSigned(w io.Writer, r Request) bool {
+	var ts string
+	if s.tsHeader != "" {
+		ts = r.Header.Get(s.tsHeader)
+	}
+	for _, seg := range s.segments {
+		switch seg.kind {
+		case segLiteral:
+			_, _ = w.Write(seg.lit)
+		case segBody:
+			_, _ = w.Write(r.Body)
+		case segTimestamp:
+			_, _ = io.WriteString(w, ts)
+		}
+	}
+	return true
 }
 
 func (s *genericScheme) sign(body []byte, now time.Time, _ string) (http.Header, string, error) {

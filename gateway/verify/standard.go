@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -116,6 +117,18 @@ func (s *standardScheme) Verify(r Request, now time.Time) error {
 	return mismatch(names.sig)
 }
 
+// writeSigned writes "<id>.<timestamp>.<body>", from the header names
+// the sender used.
+func (s *standardScheme) writeSigned(w io.Writer, r Request) bool {
+	id, ts := r.Header.Get(standardIDHeader), r.Header.Get(standardTimestampHeader)
+	if svixSigned(r.Header) {
+		id, ts = r.Header.Get(svixIDHeader), r.Header.Get(svixTimestampHeader)
+	}
+	_, _ = io.WriteString(w, id+"."+ts+".")
+	_, _ = w.Write(r.Body)
+	return true
+}
+
 // svixSigned reports whether a Standard Webhooks request uses Svix's
 // header names: a svix-signature and no webhook-signature. Verify then
 // checks the svix-* headers.
@@ -123,17 +136,19 @@ func svixSigned(h http.Header) bool {
 	return h.Get(standardSigHeader) == "" && h.Get(svixSigHeader) != ""
 }
 
-// EventHeaders returns the headers a source's event id is read from. For
-// a standard source whose sender uses Svix's header names, the signed
-// svix-id stands as Webhook-Id, so the default event id
-// (header:webhook-id) is the id that was signed, whatever unsigned
-// webhook-id a copy may carry. Other requests get h itself.
+// EventHeaders returns the headers a source's event id and order fields
+// are read from. For a standard source whose sender uses Svix's header
+// names, the signed svix-id and svix-timestamp stand as Webhook-Id and
+// Webhook-Timestamp, so header:webhook-id (the default event id) and
+// header:webhook-timestamp read what was signed, whatever unsigned
+// webhook-* headers a copy may carry. Other requests get h itself.
 func EventHeaders(scheme string, h http.Header) http.Header {
 	if scheme != SchemeStandard || !svixSigned(h) {
 		return h
 	}
 	c := h.Clone()
 	c.Set(standardIDHeader, h.Get(svixIDHeader))
+	c.Set(standardTimestampHeader, h.Get(svixTimestampHeader))
 	return c
 }
 

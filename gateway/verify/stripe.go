@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"hash"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -101,6 +102,17 @@ func stripeMatch(v string, want []byte) bool {
 		}
 		rest = next
 	}
+}
+
+// writeSigned writes "<t>.<body>".
+func (s *stripeScheme) writeSigned(w io.Writer, r Request) bool {
+	t, _, err := parseStripeHeader(r.Header.Get(stripeHeader))
+	if err != nil {
+		return false
+	}
+	_, _ = io.WriteString(w, t+".")
+	_, _ = w.Write(r.Body)
+	return true
 }
 
 func (s *stripeScheme) sign(body []byte, now time.Time, _ string) (http.Header, string, error) {

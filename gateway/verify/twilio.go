@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -112,22 +113,9 @@ func (s *twilioScheme) Verify(r Request, _ time.Time) error {
 	if err := parseTwilioHeader(&got, v); err != nil {
 		return err
 	}
-	q := r.RawQuery
-	if q == "" {
-		q = s.pubQuery
-	}
-	query, _ := url.ParseQuery(q) // like Twilio's libraries: what parses counts
-	bodyHash := query.Get(twilioBodyHash)
-	var suffix string
-	if bodyHash == "" {
-		params, err := url.ParseQuery(string(r.Body))
-		if err != nil {
-			return fmt.Errorf("%s: body is not form-encoded and the URL has no %s: %w", twilioHeader, twilioBodyHash, ErrSignatureMismatch)
-		}
-		suffix = formSuffix(params)
-	}
-	if q != "" {
-		q = "?" + q
+	q, suffix, bodyHash, err := s.signedParts(r)
+	if err != nil {
+		return err
 	}
 	matched := false
 	for _, m := range s.macs {
@@ -156,6 +144,43 @@ func (s *twilioScheme) Verify(r Request, _ time.Time) error {
 		}
 	}
 	return nil
+}
+
+// signedParts returns what Twilio signs after the configured URL: the
+// query ("?…", the request's or else the configured one's) and the sorted
+// form parameters (none for a JSON body, whose hash is bodyHash, taken
+// from the query).
+func (s *twilioScheme) signedParts(r Request) (q, suffix, bodyHash string, err error) {
+	q = r.RawQuery
+	if q == "" {
+		q = s.pubQuery
+	}
+	query, _ := url.ParseQuery(q) // like Twilio's libraries: what parses counts
+	bodyHash = query.Get(twilioBodyHash)
+	if bodyHash == "" {
+		params, err := url.ParseQuery(string(r.Body))
+		if err != nil {
+			return "", "", "", fmt.Errorf("%s: body is not form-encoded and the URL has no %s: %w", twilioHeader, twilioBodyHash, ErrSignatureMismatch)
+		}
+		suffix = formSuffix(params)
+	}
+	if q != "" {
+		q = "?" + q
+	}
+	return q, suffix, bodyHash, nil
+}
+
+// writeSigned writes the query and form parameters: the URL before them
+// is the configured one. A form body's bytes may differ between copies
+// (order, escapes) while what is signed does not.
+func (s *twilioScheme) writeSigned(w io.Writer, r Request) bool {
+	q, suffix, _, err := s.signedParts(r)
+	if err != nil {
+		return false
+	}
+	_, _ = io.WriteString(w, q)
+	_, _ = io.WriteString(w, suffix)
+	return true
 }
 
 // sign signs body as Twilio would: a JSON body gets bodySHA256 in the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -78,13 +79,14 @@ type Config struct {
 	// nil means "sha256="; a pointer to "" means no prefix.
 	Prefix *string
 	// TimestampHeader optionally names a header holding a unix timestamp
-	// (seconds), checked against Tolerance; hmac-sha256 only.
+	// (seconds), checked against Tolerance; hmac-sha256 only. The
+	// timestamp must be signed: SignedContent must contain "{timestamp}".
 	TimestampHeader string
 	// SignedContent is a template for the signed bytes, hmac-sha256 only:
 	// "{body}" and "{timestamp}" are replaced, everything else is literal.
 	// Defaults to "{timestamp}.{body}" when TimestampHeader is set, else
-	// "{body}". It must contain "{body}" once, and "{timestamp}" requires
-	// TimestampHeader.
+	// "{body}". It must contain "{body}" once; "{timestamp}" is
+	// required with TimestampHeader and refused without it.
 	SignedContent string
 
 	// PublicURL is the webhook URL as Twilio sees it (scheme, host, port,
@@ -157,6 +159,10 @@ type Verifier interface {
 type scheme interface {
 	Verifier
 	sign(body []byte, now time.Time, msgID string) (http.Header, string, error)
+	// writeSigned writes the bytes a verified request's signature covers,
+	// less what the configuration fixes (twilio's URL); false when the
+	// scheme signs nothing.
+	writeSigned(w io.Writer, r Request) bool
 }
 
 // New validates cfg and returns its Verifier, with per-secret state
@@ -359,6 +365,8 @@ func mismatch(header string) error {
 type noneScheme struct{}
 
 func (noneScheme) Verify(Request, time.Time) error { return nil }
+
+func (noneScheme) writeSigned(io.Writer, Request) bool { return false }
 
 func (noneScheme) sign([]byte, time.Time, string) (http.Header, string, error) {
 	return http.Header{}, "", nil

@@ -638,6 +638,8 @@ func TestConfigValidate(t *testing.T) {
 		{"hmac template without body", Config{Scheme: "hmac-sha256", Secrets: []string{secret}, SignedContent: "abc"}, "verify.signed_content: must contain {body}"},
 		{"hmac template twice body", Config{Scheme: "hmac-sha256", Secrets: []string{secret}, SignedContent: "{body}{body}"}, "verify.signed_content: must contain {body}"},
 		{"hmac template timestamp without header", Config{Scheme: "hmac-sha256", Secrets: []string{secret}, SignedContent: "{timestamp}.{body}"}, "verify.signed_content: {timestamp} needs verify.timestamp_header"},
+		{"hmac timestamp header not signed", Config{Scheme: "hmac-sha256", Secrets: []string{secret}, TimestampHeader: "X-T", SignedContent: "{body}"}, "verify.timestamp_header: the timestamp is not signed: verify.signed_content must contain {timestamp}"},
+		{"hmac timestamp header signed by default", Config{Scheme: "hmac-sha256", Secrets: []string{secret}, TimestampHeader: "X-T"}, ""},
 		{"hmac template typo", Config{Scheme: "hmac-sha256", Secrets: []string{secret}, TimestampHeader: "X-T", SignedContent: "{ts}.{body}"}, "verify.signed_content: unknown placeholder {ts}"},
 		{"hmac template literal braces", Config{Scheme: "hmac-sha256", Secrets: []string{secret}, SignedContent: "{\"x\":1}{body}{}"}, ""},
 		{"hmac ok", Config{Scheme: "hmac-sha256", Secrets: []string{secret}}, ""},

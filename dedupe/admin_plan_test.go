@@ -1,0 +1,153 @@
+package dedupe
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/webhookd/webhookd/internal/pgtest"
+)
+
+// TestAdminQueriesStayBoundedOnALargeTable: a page of /admin/events took
+// ~3 s at 300k events (a catch-all filter the planner answered with a
+// scan, and every event's state computed before the page was cut). Each
+// admin statement must read events and runs through an index and touch a
+// bounded number of rows, whatever the filter and however deep the
+// cursor. Checked by plan (EXPLAIN ANALYZE: node types and the rows each
+// node read), not by a timer, on 200,000 events with a run and a call
+// each.
+func TestAdminQueriesStayBoundedOnALargeTable(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := schema.Pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 200000
+	// Four busy sources and a quiet one, over 30 days; one event in a
+	// thousand failed, one dead; a few still in the outbox.
+	exec(fmt.Sprintf(`INSERT INTO events (source, external_id, payload, received_at, last_received_at)
+        SELECT CASE WHEN g %% 1000 = 0 THEN 'quiet' ELSE 'src' || (g %% 4) END, 'evt_' || g, '{"amount":1}',
+               now() - (g * interval '13 seconds'), now() - (g * interval '13 seconds')
+        FROM generate_series(1, %d) g`, n))
+	exec(`INSERT INTO job_runs (key, source, external_id, destination, status, calls, attempts, max_attempts, created_at, completed_at)
+        SELECT e.source || ':dst:' || e.external_id, e.source, e.external_id, 'dst',
+               CASE WHEN right(e.external_id, 3) = '777' THEN 'failed' WHEN right(e.external_id, 4) = '4444' THEN 'dead' ELSE 'done' END,
+               1, 0, 5, e.received_at, e.received_at
+        FROM events e`)
+	exec(`INSERT INTO delivery_attempts (key, call, succeeded, duration_ms, created_at) SELECT key, 1, status = 'done', 3, created_at FROM job_runs`)
+	exec(`DELETE FROM event_outbox WHERE external_id NOT LIKE 'evt_1_'`)
+	exec(`ANALYZE events, job_runs, delivery_attempts, event_outbox`)
+
+	deep := &keyset{at: time.Now().Add(-150000 * 13 * time.Second), source: "src2", externalID: "evt_150000"}
+	dests := map[string]int{"src0": 1, "src1": 1, "src2": 1, "src3": 1, "quiet": 1}
+	since, until := time.Now().Add(-20*24*time.Hour), time.Now().Add(-10*24*time.Hour)
+	type statement struct {
+		name string
+		sql  string
+		args []any
+		// most is how many rows the statement is after. A node reading
+		// events, runs or calls may read at most five times that: a busy
+		// source's events are read through the time index, skipping the
+		// other sources' (here a quarter of the events each); a quiet
+		// source's must be read through its own index.
+		most int
+	}
+	var stmts []statement
+	list := func(name string, f EventFilter, after *keyset, limit int) {
+		f.Destinations = dests
+		budget := limit + 1
+		if f.State != "" {
+			budget = scanBudget(limit)
+		}
+		q := newEventQuery(f, after)
+		stmts = append(stmts, statement{"list " + name, q.listSQL(f.State, budget, limit+1), q.args, budget})
+		if f.State != "" {
+			q := newEventQuery(f, after)
+			stmts = append(stmts, statement{"page end " + name,
+				q.scanSQL("e.received_at, e.source, e.external_id", q.arg(1)) + " OFFSET " + q.arg(budget-1), q.args, budget})
+		}
+		q = newEventQuery(f, nil)
+		stmts = append(stmts, statement{"count " + name, q.countSQL(f.State, countCap), q.args, countCap})
+	}
+	list("newest", EventFilter{}, nil, 50)
+	list("a quiet source", EventFilter{Source: "quiet"}, nil, 50)
+	list("a source in a time range", EventFilter{Source: "src1", Since: since, Until: until}, nil, 1000)
+	list("deep cursor", EventFilter{}, deep, 50)
+	list("deep cursor in a source", EventFilter{Source: "src2"}, deep, 50)
+	list("a rare state", EventFilter{State: "dead"}, nil, 50)
+	list("a rare state, deep", EventFilter{State: "failed", Source: "src3"}, deep, 1000)
+	list("a common state", EventFilter{State: "done", Since: since}, nil, 50)
+
+	q := newEventQuery(EventFilter{Source: "src1", Destinations: dests}, nil)
+	q.where = append(q.where, "e.external_id = "+q.arg("evt_50001"))
+	stmts = append(stmts,
+		statement{"event", eventDetailSQL, []any{"src1", "evt_50001"}, 1},
+		statement{"event summary", q.withStateSQL(q.scanSQL(summaryColumns, "1")), q.args, 1},
+		statement{"event runs", eventRunsSQL, []any{"src1", "evt_50001"}, 1},
+		statement{"event calls", eventAttemptsSQL, []any{[]string{"src1:dst:evt_50001"}}, 1},
+		statement{"reopen", reopenSQL, []any{"src1:dst:evt_50001", "by", "why"}, 1},
+		statement{"lock for a forced replay", lockEventSQL, []any{"src1", "evt_50001"}, 1},
+		statement{"next generation", nextGenerationSQL, []any{"src1", "evt_50001", "dst"}, 1},
+	)
+
+	for _, st := range stmts {
+		plan := explain(t, ctx, schema, st.sql, st.args)
+		for _, node := range planNodes(plan) {
+			rel, _ := node["Relation Name"].(string)
+			if rel != "events" && rel != "job_runs" && rel != "delivery_attempts" {
+				continue
+			}
+			if node["Node Type"] == "Seq Scan" {
+				t.Errorf("%s: scans all of %s", st.name, rel)
+			}
+			// What a node reads: what it returns and what its filter
+			// threw away.
+			read := node["Actual Rows"].(float64)
+			for _, k := range []string{"Rows Removed by Filter", "Rows Removed by Index Recheck"} {
+				if n, ok := node[k].(float64); ok {
+					read += n
+				}
+			}
+			if rows := read * node["Actual Loops"].(float64); rows > float64(5*st.most) {
+				t.Errorf("%s: reads %.0f rows of %s, want at most %d", st.name, rows, rel, 5*st.most)
+			}
+		}
+		if t.Failed() {
+			b, _ := json.MarshalIndent(plan, "", " ")
+			t.Fatalf("%s: plan\n%s", st.name, b)
+		}
+	}
+}
+
+// explain runs sql under EXPLAIN ANALYZE, with its values, in a
+// transaction set up as the Store's admin transactions are, then rolled
+// back.
+func explain(t *testing.T, ctx context.Context, schema *pgtest.Schema, sql string, args []any) any {
+	t.Helper()
+	tx, err := schema.Pool.BeginTx(ctx, pgx.TxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, adminSettingsSQL); err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&out); err != nil {
+		t.Fatalf("explain %s: %v", sql, err)
+	}
+	var plan any
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
