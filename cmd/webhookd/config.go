@@ -357,15 +357,14 @@ func (c *config) validate() error {
 		}
 		if s.Order != nil {
 			for _, f := range [...]struct{ key, spec string }{{"entity", s.Order.Entity}, {"version", s.Order.Version}} {
-				key := f.key
 				ex, err := eventid.Parse(f.spec)
 				if err != nil {
-					return c.fieldError(err.Error(), "sources", i, "order", key)
+					return c.fieldError(err.Error(), "sources", i, "order", f.key)
 				}
 				if h, ok := ex.Header(); ok && !s.verifyConfig().SignsHeader(h) && !s.Order.AllowUnsignedHeader {
 					return c.fieldError(fmt.Sprintf("header %s is not covered by scheme %s's signature: a replayed copy could carry any %s "+
 						"and hold back every later update of the entity (order.allow_unsigned_header: true accepts that)",
-						h, s.Verify.Scheme, key), "sources", i, "order", key)
+						h, s.Verify.Scheme, f.key), "sources", i, "order", f.key)
 				}
 			}
 		}
