@@ -74,8 +74,8 @@ type EventPage struct {
 // events_received_at_idx, or events_source_received_at_idx (migration
 // 0014) when a source is given. Each statement holds only the conditions
 // its filter sets, so its plan is the index's whatever the filter (a
-// catch-all "($1 = ” OR e.source = $1)" left the planner a scan), and
-// runs under AdminStatementTimeout. An event's state comes from its runs
+// catch-all condition, "source is $1 or $1 is empty", left the planner a
+// scan), and runs under AdminStatementTimeout. An event's state comes from its runs
 // (latestRunStatusesSQL), which no index holds: with a state filter a
 // page examines at most scanBudget events, in index order, and ends early
 // when those hold fewer matches than it wants, its cursor after the last
@@ -190,14 +190,14 @@ ORDER BY ` + listOrder("x") + `
 LIMIT ` + q.arg(limit)
 }
 
-// countSQL counts the events examined (at most cap) and those of them in
-// the state (all with "").
-func (q *eventQuery) countSQL(state string, limit int) string {
+// countSQL counts the events examined (at most most of them, newest
+// first) and those of them in the state (all with "").
+func (q *eventQuery) countSQL(state string, most int) string {
 	if state == "" {
-		return `SELECT count(*), count(*) FROM (` + q.scanSQL("1", q.arg(limit)) + `) e`
+		return `SELECT count(*), count(*) FROM (` + q.scanSQL("1", q.arg(most)) + `) e`
 	}
 	return `SELECT count(*), count(*) FILTER (WHERE x.state = ` + q.arg(state) + `) FROM (` +
-		q.withStateSQL(q.scanSQL(summaryColumns, q.arg(limit))) + `) x`
+		q.withStateSQL(q.scanSQL(summaryColumns, q.arg(most))) + `) x`
 }
 
 // ListEvents returns one page of events matching f, newest first, with
