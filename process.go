@@ -228,6 +228,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		p.background.Go(func() { relay.Run(bg) })
 	}
 
+	metrics.RegisterDestinations(cfg.Routes)
+	destinations := jobs.NewDestinations(store, enqueuer, cfg.Routes, jobs.DestinationsConfig{Logger: log, Metrics: metrics})
+	p.background.Go(func() { destinations.Run(bg) })
+
 	recovery := cfg.Recovery
 	recovery.Lease, recovery.Logger, recovery.Metrics = cfg.Lease, log, metrics
 	reconciler := jobs.NewReconciler(store, enqueuer, recovery)
@@ -244,6 +248,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 			DefaultHold: cfg.Worker.DefaultHold,
 			Logger:      log,
 			Metrics:     metrics,
+			Steering:    destinations.Steering(),
 		})
 		p.worker = jobs.NewServer(p.redis, handler, jobs.ServerConfig{
 			Queue:           cfg.Queue,
@@ -264,11 +269,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 
 	p.srv = gateway.New(gwCfg, rec, handoff)
 	adm := admin.New(store, store, enqueuer, admin.Config{
-		Token:     cfg.Admin.Token,
-		Hosts:     cfg.Admin.Hosts,
-		Routes:    cfg.Routes,
-		Dashboard: admin.NewDashboard(p.redis, !cfg.Admin.AllowQueueActions),
-		Logger:    log,
+		Token:        cfg.Admin.Token,
+		Hosts:        cfg.Admin.Hosts,
+		Routes:       cfg.Routes,
+		Dashboard:    admin.NewDashboard(p.redis, !cfg.Admin.AllowQueueActions),
+		Destinations: destinations,
+		Logger:       log,
 	})
 	adm.Mount(p.srv.Echo())
 	if adm.LoopbackOnly() {

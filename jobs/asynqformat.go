@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -148,6 +149,62 @@ for i = 1, #KEYS - 7 do
 end
 return out
 `)
+
+// wakeScript makes tasks waiting in the queue's retry zset pending now,
+// as Asynq's runTaskCmd does; a task no longer there is skipped.
+//
+// KEYS[1] is the retry zset, KEYS[2] the pending list, KEYS[2+i] task i's
+// hash. ARGV[1] is the time in Unix ns, ARGV[1+i] task i's id. It returns
+// how many it woke.
+var wakeScript = redis.NewScript(`
+local n = 0
+for i = 3, #KEYS do
+  local id = ARGV[i-1]
+  if redis.call("ZREM", KEYS[1], id) == 1 then
+    redis.call("LPUSH", KEYS[2], id)
+    redis.call("HSET", KEYS[i], "state", "pending", "pending_since", ARGV[1])
+    n = n + 1
+  end
+end
+return n
+`)
+
+// Wake makes every task of destination waiting in the retry set run now
+// (held while the destination was paused or its circuit open), and
+// returns how many it woke.
+func (e *Enqueuer) Wake(ctx context.Context, source, destination string) (int, error) {
+	prefix := asynqQueueKeyPrefix(e.queue)
+	match := globEscaper.Replace(keyPrefix(source, destination)) + "*"
+	woke := 0
+	var cursor uint64
+	for {
+		ids, next, err := e.rdb.ZScan(ctx, prefix+"retry", cursor, match, maxTasksPerScript).Result()
+		if err != nil {
+			return woke, fmt.Errorf("error waking destination %s/%s: %w", source, destination, err)
+		}
+		keys := []string{prefix + "retry", prefix + "pending"}
+		args := []any{strconv.FormatInt(time.Now().UnixNano(), 10)}
+		for i := 0; i < len(ids); i += 2 { // member, score
+			keys = append(keys, prefix+"t:"+ids[i])
+			args = append(args, ids[i])
+		}
+		if len(keys) > 2 {
+			res, err := e.runScript(ctx, wakeScript, keys, args)
+			if err != nil {
+				return woke, fmt.Errorf("error waking destination %s/%s: %w", source, destination, err)
+			}
+			n, _ := res.Int()
+			woke += n
+		}
+		if next == 0 {
+			return woke, nil
+		}
+		cursor = next
+	}
+}
+
+// globEscaper escapes Redis glob characters in a literal prefix.
+var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
 
 // taskAction is what ensureScript found or did for one task.
 type taskAction string

@@ -24,8 +24,8 @@
 // records; asynqformat.go). Correctness rests on the [Reconciler]: it
 // reads what Postgres says is unsettled and makes sure a live task exists
 // for each (ensureScript): a task Redis lost is written again, one a dead
-// worker held as active is put back on the queue, one scheduled later
-// than its run is due is made pending. Nothing depends on a marker or a
+// worker held as active is put back on the queue, an archived one is made
+// pending again. Nothing depends on a marker or a
 // lease kept in Redis, and no step depends on the process that started
 // it finishing it: the claim in job_runs keeps any extra copy of a task
 // from calling the destination twice.

@@ -56,6 +56,9 @@ type HandlerConfig struct {
 	Metrics *Metrics
 	// Now returns the time used for signing. Defaults to time.Now.
 	Now func() time.Time
+	// Steering, when set, holds calls a destination must not get yet
+	// (pause, circuit, concurrency, rate) before they claim their key.
+	Steering *Steering
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -118,13 +121,18 @@ func (h *Handler) Deliver(ctx context.Context, p DeliverPayload) error {
 	dest, ok := h.cfg.Routes[p.Source][p.Destination]
 	if !ok {
 		log.ErrorContext(ctx, "no such destination in the configuration; dropping task")
-		h.cfg.Metrics.outcome(p.Destination, "unrouted")
+		h.cfg.Metrics.outcome(p.Source, p.Destination, "unrouted")
 		return fmt.Errorf("destination %s/%s is not configured: %w", p.Source, p.Destination, asynq.SkipRetry)
 	}
 	dest = dest.WithDefaults()
 
+	adm, err := h.admit(ctx, log, p, dest)
+	if err != nil || adm.hold > 0 {
+		return err
+	}
 	claim, settled, err := h.claim(ctx, log, p, dest)
 	if settled {
+		h.steered(ctx, log, p, dest, adm, callResult{})
 		return err
 	}
 	log = log.With(slog.Int("attempt", claim.Call))
@@ -140,9 +148,10 @@ func (h *Handler) Deliver(ctx context.Context, p DeliverPayload) error {
 			body:        claim.Event.Payload,
 			now:         h.cfg.Now(),
 		})
-		h.cfg.Metrics.destinationLatency(p.Destination, res.duration)
+		h.cfg.Metrics.called(p.Source, p.Destination, res.statusCode, res.duration)
 	}
 	err = h.settle(ctx, log, p, claim, res)
+	h.steered(ctx, log, p, dest, adm, res)
 	if release != nil {
 		release()
 	}
@@ -170,7 +179,7 @@ func (h *Handler) claim(ctx context.Context, log *slog.Logger, p DeliverPayload,
 		// Never call under a key that is another run's: the destination
 		// would take this event for that one.
 		log.ErrorContext(ctx, "the key's run belongs to another event; not calling the destination", slog.String("error", err.Error()))
-		h.cfg.Metrics.outcome(p.Destination, "key_conflict")
+		h.cfg.Metrics.outcome(p.Source, p.Destination, "key_conflict")
 		return claim, true, fmt.Errorf("key conflict: %w", asynq.SkipRetry)
 	}
 	if err != nil {
@@ -181,16 +190,16 @@ func (h *Handler) claim(ctx context.Context, log *slog.Logger, p DeliverPayload,
 	switch claim.Outcome {
 	case dedupe.AlreadyDone:
 		log.InfoContext(ctx, "key already done; not calling the destination again")
-		h.cfg.Metrics.outcome(p.Destination, "already_done")
+		h.cfg.Metrics.outcome(p.Source, p.Destination, "already_done")
 		return claim, true, nil
 	case dedupe.RunningElsewhere:
 		wait := min(max(time.Until(claim.RetryAt), time.Second), h.cfg.Lease)
 		log.InfoContext(ctx, "key is held elsewhere; retrying later", durationMS("retry_in_ms", wait))
-		h.cfg.Metrics.outcome(p.Destination, "running_elsewhere")
+		h.cfg.Metrics.outcome(p.Source, p.Destination, "running_elsewhere")
 		return claim, true, &RetryError{Delay: wait, Hold: true, Reason: "key held elsewhere"}
 	case dedupe.Ended:
 		log.InfoContext(ctx, "key already ended; only a replay reopens it", slog.String("status", claim.Status))
-		h.cfg.Metrics.outcome(p.Destination, "already_"+claim.Status)
+		h.cfg.Metrics.outcome(p.Source, p.Destination, "already_"+claim.Status)
 		return claim, true, nil
 	}
 	return claim, false, nil

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,8 +12,14 @@ import (
 // Metrics are the queue side's Prometheus metrics. A nil *Metrics records
 // nothing.
 type Metrics struct {
-	outcomes      *prometheus.CounterVec
-	latency       *prometheus.HistogramVec
+	outcomes *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	calls    *prometheus.CounterVec
+	// Steering: holds by reason, each destination's state and calls in
+	// flight.
+	holds         *prometheus.CounterVec
+	state         *prometheus.GaugeVec
+	inFlight      *prometheus.GaugeVec
 	enqueueFails  prometheus.Counter
 	relayBacklog  prometheus.Gauge
 	sweeperResets *prometheus.CounterVec
@@ -37,13 +44,29 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webhookd_job_outcomes_total",
-			Help: "Deliver task outcomes by destination and outcome.",
-		}, []string{"destination", "outcome"}),
+			Help: "Deliver task outcomes by source, destination and outcome.",
+		}, []string{"source", "destination", "outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "webhookd_destination_latency_seconds",
 			Help:    "Duration of destination calls.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
-		}, []string{"destination"}),
+		}, []string{"source", "destination"}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhookd_destination_calls_total",
+			Help: "Destination calls by the class of their answer (2xx, 3xx, 4xx, 5xx, error: no answer).",
+		}, []string{"source", "destination", "class"}),
+		holds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhookd_destination_holds_total",
+			Help: "Calls held back before their claim, by reason (paused, circuit_open, circuit_probe, concurrency, rate); a hold spends no attempt.",
+		}, []string{"source", "destination", "reason"}),
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "webhookd_destination_state",
+			Help: "1 for each destination's current state (active, paused, open), 0 for the others.",
+		}, []string{"source", "destination", "state"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "webhookd_destination_in_flight",
+			Help: "Calls in flight to each destination, all workers together.",
+		}, []string{"source", "destination"}),
 		enqueueFails: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "webhookd_enqueue_failures_total",
 			Help: "Hand-offs to the queue that failed (the reconciler writes those tasks once Redis answers).",
@@ -101,21 +124,78 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, status := range []string{dedupe.StatusFailed, dedupe.StatusDead} {
 		m.sweeperResets.WithLabelValues(status)
 	}
-	reg.MustRegister(m.outcomes, m.latency, m.enqueueFails, m.relayBacklog,
+	reg.MustRegister(m.outcomes, m.latency, m.calls, m.holds, m.state, m.inFlight, m.enqueueFails, m.relayBacklog,
 		m.sweeperResets, m.recoveryPasses, m.recoveryTasks, m.queueSize, m.duplicateCheck, m.unknownOutcome, m.maintenanceRuns, m.retentionRows,
 		m.lastOK[dedupe.KindRetention], m.lastOK[dedupe.KindDuplicateCheck])
 	return m
 }
 
-func (m *Metrics) outcome(destination, outcome string) {
+func (m *Metrics) outcome(source, destination, outcome string) {
 	if m != nil {
-		m.outcomes.WithLabelValues(destination, outcome).Inc()
+		m.outcomes.WithLabelValues(source, destination, outcome).Inc()
 	}
 }
 
-func (m *Metrics) destinationLatency(destination string, d time.Duration) {
-	if m != nil && d > 0 {
-		m.latency.WithLabelValues(destination).Observe(d.Seconds())
+// called counts a call that went out, by its answer's class, and its
+// duration.
+func (m *Metrics) called(source, destination string, statusCode int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	class := "error"
+	if statusCode >= 200 && statusCode < 600 {
+		class = strconv.Itoa(statusCode/100) + "xx"
+	}
+	m.calls.WithLabelValues(source, destination, class).Inc()
+	if d > 0 {
+		m.latency.WithLabelValues(source, destination).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) held(source, destination, reason string) {
+	if m != nil {
+		m.holds.WithLabelValues(source, destination, reason).Inc()
+	}
+}
+
+// destinationState sets a destination's state gauge and calls in flight.
+func (m *Metrics) destinationState(source, destination string, st DestinationState) {
+	if m == nil {
+		return
+	}
+	for _, s := range destinationStates {
+		v := 0.0
+		if s == st.State {
+			v = 1
+		}
+		m.state.WithLabelValues(source, destination, s).Set(v)
+	}
+	m.inFlight.WithLabelValues(source, destination).Set(float64(st.InFlight))
+}
+
+// destinationStates lists the states a destination reports.
+var destinationStates = []string{"active", "paused", "open"}
+
+// RegisterDestinations makes every series an alert may watch for each
+// destination of routes exist at zero: outcomes, calls by class, holds,
+// the state (active) and calls in flight.
+func (m *Metrics) RegisterDestinations(routes Routes) {
+	if m == nil {
+		return
+	}
+	for source, dests := range routes {
+		for name := range dests {
+			for _, o := range []string{dedupe.StatusDone, "retry", dedupe.StatusFailed, dedupe.StatusDead, "held"} {
+				m.outcomes.WithLabelValues(source, name, o)
+			}
+			for _, c := range []string{"2xx", "3xx", "4xx", "5xx", "error"} {
+				m.calls.WithLabelValues(source, name, c)
+			}
+			for _, r := range holdReasons {
+				m.holds.WithLabelValues(source, name, r)
+			}
+			m.destinationState(source, name, DestinationState{State: "active"})
+		}
 	}
 }
 

@@ -105,8 +105,8 @@ func (c ReconcilerConfig) WithDefaults() ReconcilerConfig {
 //
 // "A live task" is decided by ensureScript from what Redis holds: a
 // missing task is written again, one held as active by a worker Postgres
-// says is gone is put back on the queue, one scheduled later than its run
-// is due is made pending. The claim in job_runs keeps any extra copy from
+// says is gone is put back on the queue, an archived one is made pending
+// again; one waiting for its time is left to wait. The claim in job_runs keeps any extra copy from
 // calling the destination twice. Every step is safe to stop anywhere: a
 // process killed mid-pass leaves nothing the next pass (on any process)
 // does not find again.
@@ -216,7 +216,7 @@ func (r *Reconciler) sweep(ctx context.Context, rep *PassReport) error {
 				continue
 			}
 			log.WarnContext(ctx, "run's lease passed: its worker stopped without finishing; retrying with the same key")
-			retry = append(retry, r.runTask(run, true, r.cfg.Now()))
+			retry = append(retry, r.runTask(run, true))
 		}
 		if err := r.ensure(ctx, rep, retry, "lease passed"); err != nil {
 			return err
@@ -239,7 +239,7 @@ func (r *Reconciler) dueRuns(ctx context.Context, rep *PassReport, deadline time
 		orphanedBefore := r.cfg.Now().Add(-r.cfg.Orphaned)
 		tasks := make([]pendingTask, 0, len(runs))
 		for _, run := range runs {
-			tasks = append(tasks, r.runTask(run, run.Due.Before(orphanedBefore), run.Due.Add(r.cfg.Slack)))
+			tasks = append(tasks, r.runTask(run, run.Due.Before(orphanedBefore)))
 		}
 		if err := r.ensure(ctx, rep, tasks, "retry due"); err != nil {
 			return err
@@ -291,9 +291,8 @@ func (r *Reconciler) outbox(ctx context.Context, rep *PassReport, deadline time.
 				}
 				missing++
 				tasks = append(tasks, pendingTask{
-					payload:   DeliverPayload{Source: ev.Source, EventID: ev.ExternalID, Destination: name},
-					rescue:    ev.ReceivedAt.Before(orphanedBefore),
-					takeAfter: r.cfg.Now().Add(r.cfg.Slack),
+					payload: DeliverPayload{Source: ev.Source, EventID: ev.ExternalID, Destination: name},
+					rescue:  ev.ReceivedAt.Before(orphanedBefore),
 				})
 			}
 			if missing == 0 {
@@ -319,22 +318,27 @@ func (r *Reconciler) outbox(ctx context.Context, rep *PassReport, deadline time.
 }
 
 // pendingTask is a task recovery makes sure is live: rescue when no
-// live worker can hold it, and made pending now when scheduled after
-// takeAfter. attempts is for its log line.
+// live worker can hold it. attempts is for its log line.
 type pendingTask struct {
-	payload   DeliverPayload
-	attempts  int
-	rescue    bool
-	takeAfter time.Time
+	payload  DeliverPayload
+	attempts int
+	rescue   bool
 }
 
 // runTask is the task of run.
-func (r *Reconciler) runTask(run dedupe.UnsettledRun, rescue bool, takeAfter time.Time) pendingTask {
+func (r *Reconciler) runTask(run dedupe.UnsettledRun, rescue bool) pendingTask {
 	return pendingTask{
 		payload:  DeliverPayload{Source: run.Source, EventID: run.ExternalID, Destination: run.Destination, Generation: run.Generation},
-		attempts: run.Attempts, rescue: rescue, takeAfter: takeAfter,
+		attempts: run.Attempts, rescue: rescue,
 	}
 }
+
+// waiting is the takeAfter of every task recovery checks: a task waiting
+// for its time is left to wait. It waits on purpose (a backoff, a
+// destination's hold, a steering hold that Postgres does not record), so
+// making it pending early would only send it back to wait; a replay makes
+// its own task pending now.
+var waiting = time.Unix(1<<50, 0)
 
 // ensure makes sure each task is live and logs one line per task whose
 // state it had to change. Tasks whose destination is not configured (a
@@ -353,7 +357,7 @@ func (r *Reconciler) ensure(ctx context.Context, rep *PassReport, tasks []pendin
 		if err != nil {
 			return err
 		}
-		reqs = append(reqs, ensureRequest{task: task, rescue: t.rescue, takeAfter: t.takeAfter})
+		reqs = append(reqs, ensureRequest{task: task, rescue: t.rescue, takeAfter: waiting})
 		kept = append(kept, t)
 	}
 	if len(reqs) == 0 {

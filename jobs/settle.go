@@ -83,7 +83,7 @@ func (h *Handler) settle(ctx context.Context, log *slog.Logger, p DeliverPayload
 		// decides. The call itself is logged with its outcome.
 		log.WarnContext(ctx, "the run was handed on meanwhile; outcome logged, not stored on the run",
 			slog.String("outcome", string(res.outcome)))
-		h.cfg.Metrics.outcome(p.Destination, "claim_lost")
+		h.cfg.Metrics.outcome(p.Source, p.Destination, "claim_lost")
 		return nil
 	}
 	if err != nil {
@@ -106,7 +106,7 @@ func (h *Handler) settle(ctx context.Context, log *slog.Logger, p DeliverPayload
 		attrs = append(attrs, durationMS("retry_in_ms", res.wait))
 	}
 	log.LogAttrs(ctx, s.level, message, attrs...)
-	h.cfg.Metrics.outcome(p.Destination, metric)
+	h.cfg.Metrics.outcome(p.Source, p.Destination, metric)
 	switch s.next {
 	case nextRetry:
 		return &RetryError{Delay: res.wait, Reason: res.err}

@@ -5,12 +5,15 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	randv2 "math/rand/v2"
 	"strconv"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webhookd/webhookd/dedupe"
 )
 
 // Steering holds the calls of a destination that must not go out yet,
@@ -23,30 +26,42 @@ import (
 // Redis Cluster slot; a concurrency slot expires with its call's timeout,
 // so a worker that dies holding one gives it back.
 type Steering struct {
-	rdb     redis.UniversalClient
-	limiter *redis_rate.Limiter
-	paused  func(source, destination string) bool
-	now     func() time.Time
+	rdb      redis.UniversalClient
+	enqueuer *Enqueuer
+	limiter  *redis_rate.Limiter
+	paused   func(source, destination string) bool
+	now      func() time.Time
 }
 
-// NewSteering returns a Steering on rdb. paused reports whether an
-// operator paused a destination (a cache of Postgres's record; nil: none
-// is).
-func NewSteering(rdb redis.UniversalClient, paused func(source, destination string) bool) *Steering {
+// NewSteering returns a Steering on enqueuer's Redis; it wakes held calls
+// through enqueuer. paused reports whether an operator paused a
+// destination (a cache of Postgres's record; nil: none is).
+func NewSteering(enqueuer *Enqueuer, paused func(source, destination string) bool) *Steering {
 	if paused == nil {
 		paused = func(string, string) bool { return false }
 	}
-	return &Steering{rdb: rdb, limiter: redis_rate.NewLimiter(rdb), paused: paused, now: time.Now}
+	return &Steering{rdb: enqueuer.rdb, enqueuer: enqueuer, limiter: redis_rate.NewLimiter(enqueuer.rdb), paused: paused, now: time.Now}
+}
+
+// wake makes the calls held for destination run now, once it may be
+// called again (resumed, or its circuit closed). A failure is harmless:
+// they run when their holds end.
+func (s *Steering) wake(ctx context.Context, source, destination string) {
+	_, _ = s.enqueuer.Wake(ctx, source, destination)
 }
 
 // Hold reasons, as logged and counted.
 const (
-	holdPaused        = "paused"
-	holdCircuitOpen   = "circuit_open"
-	holdCircuitProbe  = "circuit_probe"
-	holdConcurrency   = "concurrency"
-	holdRate          = "rate"
-	pausedHold        = 30 * time.Second
+	holdPaused       = "paused"
+	holdCircuitOpen  = "circuit_open"
+	holdCircuitProbe = "circuit_probe"
+	holdConcurrency  = "concurrency"
+	holdRate         = "rate"
+	pausedHold       = 30 * time.Second
+	// slotMargin is added to a destination's timeout as a concurrency
+	// slot's life: a live worker's claim, call and outcome fit in it, and
+	// a dead worker's slot comes back when it passes.
+	slotMargin        = 10 * time.Second
 	minConcurrentHold = 100 * time.Millisecond
 	maxSteeringHold   = time.Hour
 )
@@ -71,7 +86,9 @@ func destinationKeys(source, destination string) (prefix string) {
 	return "webhookd:{dest:" + source + ":" + destination + "}:"
 }
 
-// admitScript decides the circuit and the concurrency slot of one call.
+// admitScript decides the circuit and the concurrency slot of one call;
+// every call admitted holds a slot (also without a limit), so the slots
+// count the calls in flight.
 //
 // KEYS: slots (zset: slot → expiry ms), circuit (hash: fails, last ms),
 // probe (string: the probing slot), waiters (zset: job key → expiry ms).
@@ -100,15 +117,13 @@ if threshold > 0 then
     probe = 1
   end
 end
-if limit > 0 then
-  redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)
-  if redis.call("ZCARD", KEYS[1]) >= limit then
-    if probe == 1 then redis.call("DEL", KEYS[3]) end
-    return hold("concurrency", 0)
-  end
-  redis.call("ZADD", KEYS[1], now + ttl, slot)
-  redis.call("PEXPIRE", KEYS[1], ttl)
+redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)
+if limit > 0 and redis.call("ZCARD", KEYS[1]) >= limit then
+  if probe == 1 then redis.call("DEL", KEYS[3]) end
+  return hold("concurrency", 0)
 end
+redis.call("ZADD", KEYS[1], now + ttl, slot)
+redis.call("PEXPIRE", KEYS[1], ttl)
 redis.call("ZREM", KEYS[4], key)
 return {"ok", 0, 0, probe}
 `)
@@ -157,7 +172,7 @@ func (s *Steering) admit(ctx context.Context, source string, dest Destination, k
 	prefix := destinationKeys(source, dest.Name)
 	now := s.now()
 	slot := key + "/" + randomSuffix()
-	ttl := dest.Timeout + taskTimeoutMargin
+	ttl := dest.Timeout + slotMargin
 	res, err := admitScript.Run(ctx, s.rdb,
 		[]string{prefix + "slots", prefix + "circuit", prefix + "probe", prefix + "waiters"},
 		now.UnixMilli(), slot, ttl.Milliseconds(), dest.Concurrency, dest.Circuit.Failures,
@@ -246,8 +261,7 @@ type DestinationState struct {
 	// State is "active", "paused" or "open" (its circuit is open or
 	// probing).
 	State string
-	// InFlight counts calls holding a concurrency slot (with a
-	// concurrency limit; 0 otherwise).
+	// InFlight counts the calls in flight, all workers together.
 	InFlight int
 	// ConsecutiveFailures counts failed calls in a row.
 	ConsecutiveFailures int
@@ -284,4 +298,50 @@ func (s *Steering) State(ctx context.Context, source string, dest Destination) (
 		st.State = "open"
 	}
 	return st, nil
+}
+
+// admit asks Steering whether p may be delivered to dest now. A hold is
+// answered with the *RetryError Asynq is to get (a hold: no attempt, no
+// retry budget spent) and logged; so is Redis failing to answer.
+func (h *Handler) admit(ctx context.Context, log *slog.Logger, p DeliverPayload, dest Destination) (admission, error) {
+	if h.cfg.Steering == nil {
+		return admission{}, nil
+	}
+	adm, err := h.cfg.Steering.admit(ctx, p.Source, dest, p.Key())
+	if err != nil {
+		log.WarnContext(ctx, "could not check the destination's limits; will retry", slog.String("error", err.Error()))
+		return adm, &RetryError{Delay: h.cfg.Backoff.Delay(1), Hold: true, Reason: "steering unavailable"}
+	}
+	if adm.hold > 0 {
+		log.InfoContext(ctx, "destination held; retrying later, not a failed attempt",
+			slog.String("reason", adm.reason), durationMS("retry_in_ms", adm.hold))
+		h.cfg.Metrics.held(p.Source, p.Destination, adm.reason)
+		return adm, &RetryError{Delay: adm.hold, Hold: true, Reason: "destination " + adm.reason}
+	}
+	return adm, nil
+}
+
+// steered gives back what admit took, records the call's class in the
+// destination's circuit, and logs the circuit opening or closing; when it
+// closes, the calls it held are woken.
+func (h *Handler) steered(ctx context.Context, log *slog.Logger, p DeliverPayload, dest Destination, adm admission, res callResult) {
+	if h.cfg.Steering == nil {
+		return
+	}
+	class := outcomeOther
+	switch {
+	case res.called && res.outcome == dedupe.OutcomeDone:
+		class = outcomeSuccess
+	case res.called && res.outcome == dedupe.OutcomeRetry:
+		class = outcomeFailure
+	}
+	ctx = context.WithoutCancel(ctx)
+	switch h.cfg.Steering.release(ctx, p.Source, dest, adm, class) {
+	case "opened":
+		log.WarnContext(ctx, "circuit opened: the destination failed too often in a row; calls wait for the cooldown",
+			slog.Int("failures", dest.Circuit.Failures), slog.Duration("cooldown", dest.Circuit.Cooldown))
+	case "closed":
+		log.InfoContext(ctx, "circuit closed: the probe succeeded; held calls resume")
+		h.cfg.Steering.wake(ctx, p.Source, dest.Name)
+	}
 }

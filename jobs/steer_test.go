@@ -18,7 +18,7 @@ func TestSteeringConcurrency(t *testing.T) {
 	t.Parallel()
 	r := redistest.New(t)
 	// Two "processes" sharing one Redis.
-	a, b := NewSteering(r.Client, nil), NewSteering(r.Client, nil)
+	a, b := NewSteering(NewEnqueuer(r.Client, r.Queue, nil), nil), NewSteering(NewEnqueuer(r.Client, r.Queue, nil), nil)
 	dest := Destination{Name: "d", Concurrency: 2, Circuit: Circuit{Disabled: true}}.WithDefaults()
 	ctx := context.Background()
 	var (
@@ -74,7 +74,7 @@ func TestSteeringConcurrency(t *testing.T) {
 func TestSteeringSlotOfADeadWorker(t *testing.T) {
 	t.Parallel()
 	r := redistest.New(t)
-	s := NewSteering(r.Client, nil)
+	s := NewSteering(NewEnqueuer(r.Client, r.Queue, nil), nil)
 	clock := time.Now()
 	s.now = func() time.Time { return clock }
 	dest := Destination{Name: "d", Concurrency: 1, Timeout: time.Second, Circuit: Circuit{Disabled: true}}.WithDefaults()
@@ -85,7 +85,7 @@ func TestSteeringSlotOfADeadWorker(t *testing.T) {
 	if adm, _ := s.admit(ctx, "src", dest, "next"); adm.hold == 0 {
 		t.Fatal("a second call got the only slot")
 	}
-	clock = clock.Add(dest.Timeout + taskTimeoutMargin + time.Millisecond)
+	clock = clock.Add(dest.Timeout + slotMargin + time.Millisecond)
 	if adm, err := s.admit(ctx, "src", dest, "next"); err != nil || adm.hold > 0 {
 		t.Fatalf("after the dead worker's slot expired: %+v %v", adm, err)
 	}
@@ -94,7 +94,7 @@ func TestSteeringSlotOfADeadWorker(t *testing.T) {
 func TestSteeringCircuit(t *testing.T) {
 	t.Parallel()
 	r := redistest.New(t)
-	s := NewSteering(r.Client, nil)
+	s := NewSteering(NewEnqueuer(r.Client, r.Queue, nil), nil)
 	clock := time.Now()
 	s.now = func() time.Time { return clock }
 	dest := Destination{Name: "d", Circuit: Circuit{Failures: 3, Cooldown: time.Minute}}.WithDefaults()
@@ -159,7 +159,7 @@ func TestSteeringCircuit(t *testing.T) {
 func TestSteeringRate(t *testing.T) {
 	t.Parallel()
 	r := redistest.New(t)
-	a, b := NewSteering(r.Client, nil), NewSteering(r.Client, nil)
+	a, b := NewSteering(NewEnqueuer(r.Client, r.Queue, nil), nil), NewSteering(NewEnqueuer(r.Client, r.Queue, nil), nil)
 	rate := redis_rate.Limit{Rate: 20, Period: time.Second, Burst: 20}
 	dest := Destination{Name: "d", Rate: &rate, Circuit: Circuit{Disabled: true}}.WithDefaults()
 	ctx := context.Background()
@@ -218,7 +218,7 @@ func TestSteeringPaused(t *testing.T) {
 	t.Parallel()
 	r := redistest.New(t)
 	paused := true
-	s := NewSteering(r.Client, func(source, destination string) bool { return paused && destination == "d" })
+	s := NewSteering(NewEnqueuer(r.Client, r.Queue, nil), func(source, destination string) bool { return paused && destination == "d" })
 	dest := Destination{Name: "d"}.WithDefaults()
 	adm, err := s.admit(context.Background(), "src", dest, "k")
 	if err != nil || adm.reason != holdPaused || adm.hold < 20*time.Second {

@@ -58,6 +58,11 @@ func Key(source, destination, eventID string, generation int) string {
 	return k
 }
 
+// keyPrefix is the start every key of destination's runs shares.
+func keyPrefix(source, destination string) string {
+	return nameEscaper.Replace(source) + ":" + nameEscaper.Replace(destination) + ":"
+}
+
 var (
 	nameEscaper = strings.NewReplacer("#", "##", ":", "#:")
 	idEscaper   = strings.NewReplacer("#", "##")

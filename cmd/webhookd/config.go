@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-redis/redis_rate/v10"
 	"github.com/hibiken/asynq"
 	"go.yaml.in/yaml/v3"
 
@@ -109,6 +110,18 @@ type destConf struct {
 	Timeout       duration `yaml:"timeout"`
 	MaxAttempts   int      `yaml:"max_attempts"`
 	SigningSecret string   `yaml:"signing_secret"`
+	// RateLimit is "N/s" or "N/m": at most N calls per second or
+	// minute, all workers together.
+	RateLimit   string       `yaml:"rate_limit"`
+	Concurrency int          `yaml:"concurrency"`
+	Circuit     *circuitConf `yaml:"circuit"`
+}
+
+// circuitConf is a destination's circuit breaker; failures: 0 turns it
+// off, an absent key keeps SPEC's default (20 failures, 1m).
+type circuitConf struct {
+	Failures *int     `yaml:"failures"`
+	Cooldown duration `yaml:"cooldown"`
 }
 
 // duration is a time.Duration written as "30s", "2m", "720h".
@@ -402,6 +415,19 @@ func (c *config) validate() error {
 			if d.Timeout.std() >= c.Lease.std() {
 				return c.fieldError("must be shorter than lease", "sources", i, "destinations", j, "timeout")
 			}
+			if d.RateLimit != "" {
+				if _, err := parseRate(d.RateLimit); err != nil {
+					return c.fieldError(err.Error(), "sources", i, "destinations", j, "rate_limit")
+				}
+			}
+			if d.Concurrency < 0 {
+				return c.fieldError("must not be negative", "sources", i, "destinations", j, "concurrency")
+			}
+			if cc := d.Circuit; cc != nil {
+				if cc.Failures != nil && *cc.Failures < 0 {
+					return c.fieldError("must not be negative (0 turns the circuit off)", "sources", i, "destinations", j, "circuit", "failures")
+				}
+			}
 			if d.SigningSecret != "" {
 				if err := (verify.Config{Scheme: verify.SchemeStandard, Secrets: []string{d.SigningSecret}}).Validate(); err != nil {
 					return c.fieldError("must be a Standard Webhooks secret, whsec_ followed by base64", "sources", i, "destinations", j, "signing_secret")
@@ -502,13 +528,25 @@ func (c *config) routes() jobs.Routes {
 	for _, s := range c.Sources {
 		dests := make(map[string]jobs.Destination, len(s.Destinations))
 		for _, d := range s.Destinations {
-			dests[d.Name] = jobs.Destination{
+			dest := jobs.Destination{
 				Name:          d.Name,
 				URL:           d.URL,
 				Timeout:       d.Timeout.std(),
 				MaxAttempts:   d.MaxAttempts,
 				SigningSecret: d.SigningSecret,
-			}.WithDefaults()
+				Concurrency:   d.Concurrency,
+			}
+			if d.RateLimit != "" {
+				rate, _ := parseRate(d.RateLimit) // validated
+				dest.Rate = &rate
+			}
+			if c := d.Circuit; c != nil {
+				if c.Failures != nil {
+					dest.Circuit.Failures, dest.Circuit.Disabled = *c.Failures, *c.Failures == 0
+				}
+				dest.Circuit.Cooldown = c.Cooldown.std()
+			}
+			dests[d.Name] = dest.WithDefaults()
 		}
 		r[s.Name] = dests
 	}
@@ -592,4 +630,21 @@ func lineOf(root *yaml.Node, path ...any) int {
 		}
 	}
 	return line
+}
+
+// rateRE is a rate_limit: a positive count per second or minute.
+var rateRE = regexp.MustCompile(`^([1-9][0-9]{0,8})/(s|m)$`)
+
+// parseRate reads a rate_limit ("50/s", "600/m") as a limit whose burst
+// is at most one second's worth (SPEC).
+func parseRate(v string) (redis_rate.Limit, error) {
+	m := rateRE.FindStringSubmatch(strings.TrimSpace(v))
+	if m == nil {
+		return redis_rate.Limit{}, fmt.Errorf("%q is not a rate: write N/s or N/m, e.g. 50/s", v)
+	}
+	n, _ := strconv.Atoi(m[1])
+	if m[2] == "s" {
+		return redis_rate.Limit{Rate: n, Period: time.Second, Burst: n}, nil
+	}
+	return redis_rate.Limit{Rate: n, Period: time.Minute, Burst: max(1, (n+59)/60)}, nil
 }

@@ -253,6 +253,26 @@ func TestParseConfigErrors(t *testing.T) {
 			expectText: []string{"sources[2].duplicate_content_window", "scheme none signs nothing"},
 		},
 		{
+			name:       "rate limit that is not N/s or N/m",
+			givenYAML:  strings.Replace(validConfig, "        max_attempts: 3\n", "        max_attempts: 3\n        rate_limit: 50 per second\n", 1),
+			expectText: []string{"sources[0].destinations[0].rate_limit", "N/s or N/m"},
+		},
+		{
+			name:       "negative concurrency",
+			givenYAML:  strings.Replace(validConfig, "        max_attempts: 3\n", "        max_attempts: 3\n        concurrency: -1\n", 1),
+			expectText: []string{"sources[0].destinations[0].concurrency", "negative"},
+		},
+		{
+			name:       "negative circuit failures",
+			givenYAML:  strings.Replace(validConfig, "        max_attempts: 3\n", "        max_attempts: 3\n        circuit: {failures: -2}\n", 1),
+			expectText: []string{"sources[0].destinations[0].circuit.failures", "negative"},
+		},
+		{
+			name:       "unknown circuit key",
+			givenYAML:  strings.Replace(validConfig, "        max_attempts: 3\n", "        max_attempts: 3\n        circuit: {failure: 3}\n", 1),
+			expectText: []string{`unknown key "failure"`},
+		},
+		{
 			name:       "bad redis url",
 			givenYAML:  strings.Replace(validConfig, "redis://127.0.0.1:6379/0", "http://nope", 1),
 			expectText: []string{"redis_url"},
@@ -331,5 +351,28 @@ func TestExampleConfigIsValid(t *testing.T) {
 	t.Parallel()
 	if _, err := loadConfig("../../webhookd.example.yaml"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDestinationSteeringKeys: rate_limit, concurrency and circuit reach
+// the destination as SPEC reads them.
+func TestDestinationSteeringKeys(t *testing.T) {
+	t.Parallel()
+	yaml := strings.Replace(validConfig, "        max_attempts: 3\n",
+		"        max_attempts: 3\n        rate_limit: 600/m\n        concurrency: 8\n        circuit: {failures: 0}\n", 1)
+	cfg, err := parseConfig("w.yaml", []byte(yaml), env(map[string]string{"STRIPE_SECRET": "whsec_x", "SIGNING": signingSecret}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := cfg.routes()
+	d := routes["stripe"]["billing"]
+	if d.Rate == nil || d.Rate.Rate != 600 || d.Rate.Period != time.Minute || d.Rate.Burst != 10 {
+		t.Errorf("rate %+v, want 600 a minute with a burst of a second's worth (10)", d.Rate)
+	}
+	if d.Concurrency != 8 || !d.Circuit.Disabled || d.Circuit.Failures != 0 {
+		t.Errorf("concurrency %d, circuit %+v; want 8 and off", d.Concurrency, d.Circuit)
+	}
+	if ci := routes["gh"]["ci"]; ci.Circuit.Failures != 20 || ci.Circuit.Cooldown != time.Minute || ci.Rate != nil || ci.Concurrency != 0 {
+		t.Errorf("defaults: %+v, want the circuit on (20, 1m) and no limits", ci)
 	}
 }

@@ -45,6 +45,7 @@ func rootCommand() *cobra.Command {
 		checkCommand(),
 		eventsCommand(),
 		replayCommand(),
+		destinationsCommand(),
 		importCommand(),
 	)
 	return root

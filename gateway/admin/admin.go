@@ -59,6 +59,9 @@ type Config struct {
 	// Dashboard, when set, is served at /admin/queues/ behind the same
 	// check (see NewDashboard).
 	Dashboard http.Handler
+	// Destinations, when set, lists the destinations and pauses and
+	// resumes them (/admin/destinations, /admin/view/destinations).
+	Destinations destinationControl
 	// BulkLimit is the most events one bulk replay call may act on, what
 	// ever the request asks. Defaults to 1000 (also the maximum); a request
 	// without a limit acts on at most 100.
@@ -146,6 +149,14 @@ func (a *Admin) Mount(e *echo.Echo) {
 	g.GET("/view", a.browseEvent)
 	g.POST("/view/replay", a.browseReplay)
 
+	if a.cfg.Destinations != nil {
+		g.GET("/destinations", a.listDestinations)
+		g.POST("/destinations/:source/:name/pause", a.steerDestination(true))
+		g.POST("/destinations/:source/:name/resume", a.steerDestination(false))
+		g.GET("/view/destinations", a.browseDestinations)
+		g.POST("/view/destinations/pause", a.browseSteer(true))
+		g.POST("/view/destinations/resume", a.browseSteer(false))
+	}
 	if a.cfg.Dashboard != nil {
 		g.GET("/queues", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/admin/queues/") })
 		g.Any("/queues/*", echo.WrapHandler(a.cfg.Dashboard))
@@ -192,7 +203,7 @@ func httpError(err error) error {
 		return err
 	case errors.Is(err, dedupe.ErrNotFound):
 		return echo.NewHTTPError(http.StatusNotFound, "event not found")
-	case errors.Is(err, jobs.ErrUnknownSource), errors.Is(err, ErrUnknownDestination):
+	case errors.Is(err, jobs.ErrUnknownSource), errors.Is(err, jobs.ErrUnknownDestination):
 		return echo.NewHTTPError(http.StatusUnprocessableEntity, err.Error())
 	case errors.Is(err, dedupe.ErrBadCursor), errors.Is(err, ErrBadFilter), errors.Is(err, textfield.ErrInvalid):
 		return echo.NewHTTPError(http.StatusBadRequest, err.Error())

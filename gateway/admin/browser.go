@@ -41,7 +41,7 @@ func parsePages() map[string]*template.Template {
 		"replayURL": func(source, id string) string { return eventPageURL("/replay", source, id, nil) },
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"list", "event", "login"} {
+	for _, name := range []string{"list", "event", "login", "destinations"} {
 		t := template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 		pages[name] = t
 	}

@@ -97,13 +97,14 @@ func setup(t *testing.T, o options) *bundle {
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	gw := gateway.New(gateway.Config{Registry: prometheus.NewRegistry(), Logger: log}, nil, nil)
 	adm := admin.New(p.Store, p.Store, p.Enqueuer, admin.Config{
-		Token:     o.token,
-		Hosts:     o.hosts,
-		Now:       o.now,
-		Routes:    p.Routes,
-		Dashboard: admin.NewDashboard(p.Redis.Client, true),
-		Logger:    log,
-		BulkLimit: 50,
+		Token:        o.token,
+		Hosts:        o.hosts,
+		Now:          o.now,
+		Routes:       p.Routes,
+		Dashboard:    admin.NewDashboard(p.Redis.Client, true),
+		Destinations: jobs.NewDestinations(p.Store, p.Enqueuer, p.Routes, jobs.DestinationsConfig{Logger: log}),
+		Logger:       log,
+		BulkLimit:    50,
 	})
 	adm.Mount(gw.Echo())
 	srv := httptest.NewServer(gw)

@@ -14,9 +14,6 @@ import (
 )
 
 var (
-	// ErrUnknownDestination is returned when a replay names a destination
-	// the source does not have.
-	ErrUnknownDestination = errors.New("destination is not configured for the source")
 	// ErrEnqueueFailed is returned when a replay was recorded but could
 	// not be handed to the queue (Redis down). The run is visible on the
 	// event; replaying it again (without force) enqueues it.
@@ -86,7 +83,7 @@ type RunReplay struct {
 // (attempts reset to 0) and enqueued with the same key; a destination
 // without a run gets its first one; with Force, a new generation is
 // recorded and enqueued. It returns dedupe.ErrNotFound for an unknown
-// event, jobs.ErrUnknownSource or ErrUnknownDestination, and ErrEnqueueFailed
+// event, jobs.ErrUnknownSource or jobs.ErrUnknownDestination, and ErrEnqueueFailed
 // (with the result filled in) when Redis did not take the task.
 func (a *Admin) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, error) {
 	return a.replay(ctx, a.log, req)
@@ -108,7 +105,7 @@ func (a *Admin) replay(ctx context.Context, log *slog.Logger, req ReplayRequest)
 	}
 	if req.Destination != "" {
 		if !slices.Contains(dests, req.Destination) {
-			return res, fmt.Errorf("%w: %s", ErrUnknownDestination, req.Destination)
+			return res, fmt.Errorf("%w: %s", jobs.ErrUnknownDestination, req.Destination)
 		}
 		dests = []string{req.Destination}
 	}
