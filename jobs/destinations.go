@@ -81,6 +81,7 @@ func (d *Destinations) Run(ctx context.Context) {
 	ticker := time.NewTicker(d.cfg.Interval)
 	defer ticker.Stop()
 	for {
+		d.steering.publishInFlight(ctx, 3*d.cfg.Interval)
 		// List reads the pauses first.
 		list, err := d.List(ctx)
 		if err != nil && ctx.Err() == nil {

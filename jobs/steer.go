@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	randv2 "math/rand/v2"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -31,7 +34,27 @@ type Steering struct {
 	limiter  *redis_rate.Limiter
 	paused   func(source, destination string) bool
 	now      func() time.Time
+
+	// A destination with no limit but its circuit is admitted from this
+	// process's view of the circuit, read from Redis at most every
+	// circuitViewTTL, and its calls in flight are counted here and
+	// published (publishInFlight): a healthy destination's calls then
+	// cost Redis nothing.
+	mu       sync.Mutex
+	views    map[destinationRef]circuitView
+	inFlight map[destinationRef]int
+	id       string
 }
+
+// circuitView is a process's copy of a destination's circuit.
+type circuitView struct {
+	fails int
+	read  time.Time
+}
+
+// circuitViewTTL is how old a process's view of a circuit may be: a
+// circuit that opens elsewhere stops this process's calls within it.
+const circuitViewTTL = 250 * time.Millisecond
 
 // NewSteering returns a Steering on enqueuer's Redis; it wakes held calls
 // through enqueuer. paused reports whether an operator paused a
@@ -40,7 +63,10 @@ func NewSteering(enqueuer *Enqueuer, paused func(source, destination string) boo
 	if paused == nil {
 		paused = func(string, string) bool { return false }
 	}
-	return &Steering{rdb: enqueuer.rdb, enqueuer: enqueuer, limiter: redis_rate.NewLimiter(enqueuer.rdb), paused: paused, now: time.Now}
+	return &Steering{
+		rdb: enqueuer.rdb, enqueuer: enqueuer, limiter: redis_rate.NewLimiter(enqueuer.rdb), paused: paused, now: time.Now,
+		views: map[destinationRef]circuitView{}, inFlight: map[destinationRef]int{}, id: randomSuffix(),
+	}
 }
 
 // wake makes the calls held for destination run now, once it may be
@@ -78,6 +104,9 @@ type admission struct {
 	slot string
 	// probe is true when this call probes an open circuit.
 	probe bool
+	// local is true when this process admitted the call from its view of
+	// the circuit (a destination with no limit).
+	local bool
 }
 
 // destinationKeys returns the Redis keys of a destination's steering
@@ -131,23 +160,28 @@ return {"ok", 0, 0, probe}
 // releaseScript gives a call's slot back and records its outcome in the
 // circuit: a success closes it, a failure counts toward opening it.
 //
-// KEYS: slots, circuit, probe. ARGV: slot id, outcome class ("success",
-// "failure" or "other"), now ms, failures threshold. Returns "opened",
-// "closed" or "".
+// KEYS: slots, circuit, probe. ARGV: slot id ("" for a call admitted
+// without one), outcome class ("success", "failure" or "other"), now ms,
+// failures threshold. Returns {"opened", "closed" or "", failures in a
+// row now}.
 var releaseScript = redis.NewScript(`
 local slot, class, now, threshold = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-redis.call("ZREM", KEYS[1], slot)
-if redis.call("GET", KEYS[3]) == slot then redis.call("DEL", KEYS[3]) end
-if threshold <= 0 then return "" end
+if slot ~= "" then
+  redis.call("ZREM", KEYS[1], slot)
+  if redis.call("GET", KEYS[3]) == slot then redis.call("DEL", KEYS[3]) end
+end
 local fails = tonumber(redis.call("HGET", KEYS[2], "fails") or "0")
+if threshold <= 0 then return {"", fails} end
 if class == "success" then
   if fails > 0 then redis.call("HSET", KEYS[2], "fails", 0) end
-  if fails >= threshold then return "closed" end
+  if fails >= threshold then return {"closed", 0} end
+  return {"", 0}
 elseif class == "failure" then
   redis.call("HSET", KEYS[2], "fails", fails + 1, "last", now)
-  if fails + 1 == threshold then return "opened" end
+  if fails + 1 == threshold then return {"opened", fails + 1} end
+  return {"", fails + 1}
 end
-return ""
+return {"", fails}
 `)
 
 // waitScript records a held caller and returns how many wait.
@@ -166,8 +200,15 @@ func (s *Steering) admit(ctx context.Context, source string, dest Destination, k
 	if s.paused(source, dest.Name) {
 		return admission{hold: jittered(pausedHold), reason: holdPaused}, nil
 	}
-	if dest.Concurrency <= 0 && dest.Circuit.Failures <= 0 && dest.Rate == nil {
-		return admission{}, nil
+	if dest.Concurrency <= 0 && dest.Rate == nil {
+		ok, err := s.closed(ctx, source, dest)
+		if err != nil {
+			return admission{}, err
+		}
+		if ok {
+			s.count(source, dest.Name, 1)
+			return admission{local: true}, nil
+		}
 	}
 	prefix := destinationKeys(source, dest.Name)
 	now := s.now()
@@ -229,17 +270,82 @@ const (
 // the circuit. It returns "opened" or "closed" when the call changed the
 // circuit.
 func (s *Steering) release(ctx context.Context, source string, dest Destination, adm admission, class string) string {
-	if adm.slot == "" {
+	if adm.local {
+		s.count(source, dest.Name, -1)
+		// Only a failure, or a success after failures, changes the
+		// circuit; a healthy destination's call asks Redis nothing.
+		if class == outcomeOther || (class == outcomeSuccess && s.view(source, dest.Name).fails == 0) {
+			return ""
+		}
+	} else if adm.slot == "" {
 		return ""
 	}
 	prefix := destinationKeys(source, dest.Name)
-	change, err := releaseScript.Run(ctx, s.rdb, []string{prefix + "slots", prefix + "circuit", prefix + "probe"},
-		adm.slot, class, s.now().UnixMilli(), dest.Circuit.Failures).Text()
-	if err != nil {
-		// The slot expires by itself with the call's timeout.
+	res, err := releaseScript.Run(ctx, s.rdb, []string{prefix + "slots", prefix + "circuit", prefix + "probe"},
+		adm.slot, class, s.now().UnixMilli(), dest.Circuit.Failures).Slice()
+	if err != nil || len(res) != 2 {
+		// A slot expires by itself with the call's timeout.
 		return ""
 	}
+	change, _ := res[0].(string)
+	fails, _ := res[1].(int64)
+	s.setView(source, dest.Name, int(fails))
 	return change
+}
+
+// closed reports whether dest's circuit lets a call through without
+// asking Redis: it is off, or this process's view (at most circuitViewTTL
+// old) has fewer failures in a row than open it. An open or probing
+// circuit is decided by admitScript.
+func (s *Steering) closed(ctx context.Context, source string, dest Destination) (bool, error) {
+	if dest.Circuit.Failures <= 0 {
+		return true, nil
+	}
+	v := s.view(source, dest.Name)
+	if s.now().Sub(v.read) > circuitViewTTL {
+		fails, err := s.rdb.HGet(ctx, destinationKeys(source, dest.Name)+"circuit", "fails").Int()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return false, fmt.Errorf("error reading destination %s/%s's circuit: %w", source, dest.Name, err)
+		}
+		s.setView(source, dest.Name, fails)
+		v.fails = fails
+	}
+	return v.fails < dest.Circuit.Failures, nil
+}
+
+func (s *Steering) view(source, destination string) circuitView {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.views[destinationRef{source, destination}]
+}
+
+func (s *Steering) setView(source, destination string, fails int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.views[destinationRef{source, destination}] = circuitView{fails: fails, read: s.now()}
+}
+
+// count adds n to this process's calls in flight to destination.
+func (s *Steering) count(source, destination string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inFlight[destinationRef{source, destination}] += n
+}
+
+// publishInFlight writes this process's calls in flight to the
+// destinations it admitted locally, for State to add up across
+// processes; an entry of a process that stopped publishing ages out.
+func (s *Steering) publishInFlight(ctx context.Context, ttl time.Duration) {
+	s.mu.Lock()
+	counts := make(map[destinationRef]int, len(s.inFlight))
+	for ref, n := range s.inFlight {
+		counts[ref] = n
+	}
+	s.mu.Unlock()
+	expiry := strconv.FormatInt(s.now().Add(ttl).UnixMilli(), 10)
+	for ref, n := range counts {
+		_ = s.rdb.HSet(ctx, destinationKeys(ref.source, ref.destination)+"procs", s.id, strconv.Itoa(n)+":"+expiry).Err()
+	}
 }
 
 // jittered spreads d over [0.75d, 1.25d), so holds end apart.
@@ -276,16 +382,27 @@ func (s *Steering) State(ctx context.Context, source string, dest Destination) (
 	var (
 		slots   *redis.IntCmd
 		circuit *redis.MapStringStringCmd
+		procs   *redis.MapStringStringCmd
 	)
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		slots = p.ZCount(ctx, prefix+"slots", strconv.FormatInt(now.UnixMilli(), 10), "+inf")
 		circuit = p.HGetAll(ctx, prefix+"circuit")
+		procs = p.HGetAll(ctx, prefix+"procs")
 		return nil
 	})
 	if err != nil {
 		return DestinationState{}, fmt.Errorf("error reading destination %s/%s: %w", source, dest.Name, err)
 	}
 	st := DestinationState{State: "active", InFlight: int(slots.Val())}
+	for proc, v := range procs.Val() {
+		n, expiry, _ := strings.Cut(v, ":")
+		if ms, err := strconv.ParseInt(expiry, 10, 64); err != nil || ms < now.UnixMilli() {
+			_ = s.rdb.HDel(ctx, prefix+"procs", proc).Err() // a process that stopped
+			continue
+		}
+		c, _ := strconv.Atoi(n)
+		st.InFlight += c
+	}
 	h := circuit.Val()
 	st.ConsecutiveFailures, _ = strconv.Atoi(h["fails"])
 	if ms, err := strconv.ParseInt(h["last"], 10, 64); err == nil {
