@@ -157,20 +157,16 @@ func (m *Maintenance) DuplicateCheckOnce(ctx context.Context) ([]dedupe.Duplicat
 	defer cancel()
 	start := time.Now()
 	keys, err := m.store.DuplicateKeys(ctx, m.cfg.DuplicateWindow)
+	var (
+		unknown int
+		calls   []dedupe.UnknownCall
+	)
+	if err == nil {
+		unknown, calls, err = m.store.UnknownCalls(ctx, m.cfg.DuplicateWindow)
+	}
 	log := m.cfg.Logger.With(slog.String("job", dedupe.KindDuplicateCheck), durationMS("duration_ms", time.Since(start)))
 	mm := m.cfg.Metrics
 	run := dedupe.MaintenanceRun{Kind: dedupe.KindDuplicateCheck, StartedAt: start, Found: int64(len(keys))}
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return nil, err
-		}
-		mm.maintenanceRun(dedupe.KindDuplicateCheck, "error")
-		log.ErrorContext(ctx, "duplicate check failed", slog.String("error", err.Error()))
-		run.Error = err.Error()
-		_ = m.store.RecordMaintenance(context.WithoutCancel(ctx), run)
-		return nil, err
-	}
-	unknown, calls, err := m.store.UnknownCalls(ctx, m.cfg.DuplicateWindow)
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return nil, err

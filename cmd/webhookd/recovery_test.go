@@ -279,13 +279,12 @@ func TestRecoveryLeaseExpiresWhileRedisIsDown(t *testing.T) {
 	}
 }
 
-// TestRecoveryWorkerKilledBeforeClaim: a worker takes a task and dies
-// before claiming its key, leaving the task active in Redis for a worker
-// that is gone and no run in Postgres. Another worker delivers it within
-// SPEC's bound (it used to take Asynq's 30s lease and its once-a-minute
-// recoverer).
-func TestRecoveryWorkerKilledBeforeClaim(t *testing.T) {
-	t.Parallel()
+// workerDiesAt runs a gateway and a worker built to exit at fault, sends
+// event id, and waits for the worker to die there. It returns the normal
+// binary, the schema, the destination and the config, for the test to
+// start the worker that recovers.
+func workerDiesAt(t *testing.T, fault, id string) (string, *pgtest.Schema, *faultSink, string) {
+	t.Helper()
 	faulty := proctest.Binary(t, "faultinject")
 	bin := proctest.Binary(t)
 	schema := pgtest.New(t)
@@ -293,11 +292,22 @@ func TestRecoveryWorkerKilledBeforeClaim(t *testing.T) {
 	dest := newFaultSink(t)
 	cfg := proctest.WriteConfig(t, faultConfig(schema.URL, rdb.URL, rdb.Queue, dest.URL))
 	gw := proctest.StartWebhookd(t, "gateway", bin, "gateway", cfg)
-	w1 := proctest.StartWebhookd(t, "worker-faulty", faulty, "worker", cfg, "WEBHOOKD_FAULT=exit-before-claim")
-	mustSend(t, gw.URL(), "evt_taken", http.StatusAccepted)
-	if code := w1.Wait(30 * time.Second); code != 3 {
-		t.Fatalf("faulty worker exited %d, want 3 (the injected fault)", code)
+	w := proctest.StartWebhookd(t, "worker-faulty", faulty, "worker", cfg, "WEBHOOKD_FAULT="+fault)
+	mustSend(t, gw.URL(), id, http.StatusAccepted)
+	if code := w.Wait(30 * time.Second); code != 3 {
+		t.Fatalf("faulty worker exited %d, want 3 (the injected fault %s)", code, fault)
 	}
+	return bin, schema, dest, cfg
+}
+
+// TestRecoveryWorkerKilledBeforeClaim: a worker takes a task and dies
+// before claiming its key, leaving the task active in Redis for a worker
+// that is gone and no run in Postgres. Another worker delivers it within
+// SPEC's bound (it used to take Asynq's 30s lease and its once-a-minute
+// recoverer).
+func TestRecoveryWorkerKilledBeforeClaim(t *testing.T) {
+	t.Parallel()
+	bin, schema, dest, cfg := workerDiesAt(t, "exit-before-claim", "evt_taken")
 	killedAt := time.Now()
 	if n := schema.Int(t, `SELECT count(*) FROM job_runs`); n != 0 {
 		t.Fatalf("%d runs after a kill before the claim, want 0", n)
@@ -321,18 +331,7 @@ func TestRecoveryWorkerKilledBeforeClaim(t *testing.T) {
 // outcome, and the event's page shows it.
 func TestRecoveryAuditCountsCrashDuplicates(t *testing.T) {
 	t.Parallel()
-	faulty := proctest.Binary(t, "faultinject")
-	bin := proctest.Binary(t)
-	schema := pgtest.New(t)
-	rdb := redistest.New(t)
-	dest := newFaultSink(t)
-	cfg := proctest.WriteConfig(t, faultConfig(schema.URL, rdb.URL, rdb.Queue, dest.URL))
-	gw := proctest.StartWebhookd(t, "gateway", bin, "gateway", cfg)
-	w1 := proctest.StartWebhookd(t, "worker-faulty", faulty, "worker", cfg, "WEBHOOKD_FAULT=exit-after-call")
-	mustSend(t, gw.URL(), "evt_twice", http.StatusAccepted)
-	if code := w1.Wait(30 * time.Second); code != 3 {
-		t.Fatalf("faulty worker exited %d, want 3 (the injected fault)", code)
-	}
+	bin, schema, dest, cfg := workerDiesAt(t, "exit-after-call", "evt_twice")
 	proctest.StartWebhookd(t, "worker-2", bin, "worker", cfg)
 	everyDelivered(t, schema, dest, []string{"evt_twice"}, 2*recoveryBound)
 	time.Sleep(time.Second) // give a third call the chance to show up
