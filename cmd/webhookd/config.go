@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/webhookd/webhookd"
@@ -36,6 +35,12 @@ type config struct {
 	Worker       workerConf   `yaml:"worker"`
 	Admin        adminConf    `yaml:"admin"`
 	Sources      []sourceConf `yaml:"sources"`
+
+	// RedisSentinel and RedisCluster replace redis_url (configredis.go).
+	RedisSentinel *sentinelConf `yaml:"redis_sentinel"`
+	RedisCluster  *clusterConf  `yaml:"redis_cluster"`
+	// QueueShards spreads tasks over this many queues. Defaults to 1.
+	QueueShards int `yaml:"queue_shards"`
 
 	// path is the file the config was read from, for error messages.
 	path string
@@ -200,8 +205,11 @@ func (c *config) setDefaults() {
 	if c.DatabaseURL == "" {
 		c.DatabaseURL = "postgres://postgres@127.0.0.1:5432/webhookd"
 	}
-	if c.RedisURL == "" {
+	if c.RedisURL == "" && c.RedisSentinel == nil && c.RedisCluster == nil {
 		c.RedisURL = "redis://127.0.0.1:6379/0"
+	}
+	if c.QueueShards == 0 {
+		c.QueueShards = 1
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 1 << 20
@@ -248,8 +256,8 @@ func (c *config) validate() error {
 	if _, err := url.Parse(c.DatabaseURL); err != nil || !strings.HasPrefix(c.DatabaseURL, "postgres") {
 		return c.fieldError("must be a postgres:// URL", "database_url")
 	}
-	if _, err := asynq.ParseRedisURI(c.RedisURL); err != nil {
-		return c.fieldError("must be a redis:// URL", "redis_url")
+	if err := c.validateRedis(); err != nil {
+		return err
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
@@ -348,8 +356,9 @@ func (c *config) process(r webhookd.Roles) (webhookd.Config, error) {
 	return webhookd.Config{
 		Listen:       c.Listen,
 		DatabaseURL:  c.DatabaseURL,
-		RedisURL:     c.RedisURL,
+		Redis:        c.redis(),
 		Queue:        c.Queue,
+		QueueShards:  c.QueueShards,
 		Roles:        r,
 		Lease:        c.Lease.std(),
 		Retention:    c.Retention.std(),
