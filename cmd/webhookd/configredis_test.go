@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -168,5 +169,24 @@ func TestConfigRedisErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestComposeSentinelConfigIsValid: the config compose.sentinel.yaml
+// mounts parses, with compose's environment (REDIS_URL empty).
+func TestComposeSentinelConfigIsValid(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../compose.webhookd-sentinel.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseConfig("compose.webhookd-sentinel.yaml", raw, env(map[string]string{
+		"REDIS_URL": "", "STRIPE_WEBHOOK_SECRET": "whsec_demo", "DEMO_DESTINATION_URL": "http://sink:9000/hooks/demo",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.redis(); r.Sentinel == nil || r.Sentinel.Master != "webhookd" || len(r.Sentinel.Addrs) != 3 {
+		t.Fatalf("redis %+v, want the sentinels", r)
 	}
 }
