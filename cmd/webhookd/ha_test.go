@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webhookd/webhookd/internal/pgtest"
@@ -394,5 +395,64 @@ func TestHAPostgresFailover(t *testing.T) {
 		t.Errorf("no sender was refused: the crash fell outside the stream")
 	}
 	checkNoDuplicates(t, bin, cfg)
+	t.Logf("took %s", time.Since(start).Round(time.Millisecond))
+}
+
+// TestHAQueueShardsChange: queue_shards goes from 1 to 4 and then to 2
+// on a running system. Events acknowledged under the old count have
+// their tasks in the old queues, no worker running; the workers started
+// with the new count serve those queues too (they are listed in Redis),
+// so every event is delivered once without waiting for recovery
+// (recovery_min_age is an hour here; TestShardCountChange covers
+// recovery writing tasks into their new shards).
+func TestHAQueueShardsChange(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	bin := proctest.Binary(t)
+	schema := pgtest.New(t)
+	rdb := redistest.New(t)
+	dest := newFaultSink(t)
+	config := func(shards int) string {
+		cfg := faultConfig(schema.URL, rdb.URL, rdb.Queue, dest.URL)
+		cfg = strings.Replace(cfg, "recovery_min_age: 300ms", "recovery_min_age: 1h", 1)
+		return proctest.WriteConfig(t, fmt.Sprintf("queue_shards: %d\n%s", shards, cfg))
+	}
+	var all []string
+	for _, step := range []struct{ from, to int }{{1, 4}, {4, 2}} {
+		prefix := fmt.Sprintf("evt_%d_to_%d", step.from, step.to)
+		gw := proctest.StartWebhookd(t, "gateway-"+prefix, bin, "gateway", config(step.from))
+		senders := newHASenders(gw.URL())
+		senders.run(prefix, 40, 200)
+		ids := senders.wait(t, 40)
+		all = append(all, ids...)
+		if err := gw.Terminate(10 * time.Second); err != nil {
+			t.Fatalf("stopping the gateway: %v", err)
+		}
+		old := jobs.Shards{Queue: rdb.Queue, N: step.from}
+		pending := 0
+		for _, q := range old.Names() {
+			pending += int(pendingTasks(rdb.Client, q))
+		}
+		if pending != 40 {
+			insp := asynq.NewInspectorFromRedisClient(rdb.Client)
+			for _, q := range old.Names() {
+				info, err := insp.GetQueueInfo(q)
+				t.Logf("%s: %+v %v", q, info, err)
+			}
+			t.Fatalf("%d tasks pending in the queues of queue_shards %d, want 40", pending, step.from)
+		}
+		w := proctest.StartWebhookd(t, "worker-"+prefix, bin, "worker", config(step.to))
+		deliveredOnce(t, dest, all, 30*time.Second)
+		if !strings.Contains(w.Logs(), "also serving the queues of an earlier queue_shards") {
+			t.Errorf("the worker with queue_shards %d did not say it serves the old queues", step.to)
+		}
+		if err := w.Terminate(10 * time.Second); err != nil {
+			t.Fatalf("stopping the worker: %v", err)
+		}
+	}
+	pipelinetest.Eventually(t, 10*time.Second, "every run done", func() bool {
+		return schema.Int(t, `SELECT count(*) FROM job_runs WHERE status = 'done'`) == len(all)
+	})
+	checkNoDuplicates(t, bin, config(2))
 	t.Logf("took %s", time.Since(start).Round(time.Millisecond))
 }
