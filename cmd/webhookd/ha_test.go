@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -257,6 +259,17 @@ func TestHARedisCluster(t *testing.T) {
 	if code, body := readyz(t, gw1.URL()); code != http.StatusOK {
 		t.Errorf("/readyz: %d %s", code, body)
 	}
+	// The operator's CLI on the cluster: a forced replay writes the new
+	// generation's task into its own shard, and a worker delivers it.
+	replayed := ids[0]
+	cmd := exec.Command(bin, "replay", "test", replayed, "--force", "--reason", "ha test", "--config", cfg)
+	cmd.Env = append(os.Environ(), "DATABASE_URL=", "REDIS_URL=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("webhookd replay --force: %v\n%s", err, out)
+	}
+	pipelinetest.Eventually(t, 15*time.Second, "the forced replay delivered", func() bool {
+		return len(dest.callsOf(keyOf(replayed)+"#2")) == 1
+	})
 	checkNoDuplicates(t, bin, cfg)
 	t.Logf("took %s", time.Since(start).Round(time.Millisecond))
 }
@@ -300,6 +313,9 @@ func TestHARedisSentinel(t *testing.T) {
 	})
 	if code, body := readyz(t, gw.URL()); code != http.StatusOK {
 		t.Errorf("/readyz after the failover: %d %s", code, body)
+	}
+	if code, body := adminGet(t, gw.URL(), "/admin/queues/api/queues"); code != http.StatusOK || !strings.Contains(string(body), `"queue":"webhookd"`) {
+		t.Errorf("dashboard queues API after the failover: HTTP %d %.300s", code, body)
 	}
 	t.Logf("REDIS FAILOVER: replica promoted %s after the kill; first event received after the kill done %s after it; all %d delivered once; %d answers not 2xx (retried)",
 		promoted.Round(time.Millisecond), (<-resumed).Round(time.Millisecond), n, senders.refused)
