@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/webhookd/webhookd"
@@ -258,6 +259,9 @@ func (c *config) validate() error {
 	}
 	if err := c.validateRedis(); err != nil {
 		return err
+	}
+	if _, err := asynq.ParseRedisURI(c.RedisURL); c.RedisURL != "" && err != nil {
+		return c.fieldError("must be a redis:// URL", "redis_url")
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/hibiken/asynq"
-
 	"github.com/webhookd/webhookd"
 )
 
@@ -27,8 +25,8 @@ type clusterConf struct {
 const maxQueueShards = 256
 
 // validateRedis checks that exactly one of redis_url (or REDIS_URL),
-// redis_sentinel and redis_cluster says where Redis is, that it is
-// complete, and queue_shards.
+// redis_sentinel and redis_cluster says where Redis is, that sentinel or
+// cluster is complete (validate parses redis_url), and queue_shards.
 func (c *config) validateRedis() error {
 	var given []string
 	if c.RedisURL != "" {
@@ -58,10 +56,6 @@ func (c *config) validateRedis() error {
 	case c.RedisCluster != nil:
 		if err := c.validateAddrs(c.RedisCluster.Addrs, "redis_cluster"); err != nil {
 			return err
-		}
-	default:
-		if _, err := asynq.ParseRedisURI(c.RedisURL); err != nil {
-			return c.fieldError("must be a redis:// URL", "redis_url")
 		}
 	}
 	if c.QueueShards < 1 || c.QueueShards > maxQueueShards {
