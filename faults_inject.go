@@ -97,7 +97,7 @@ func (f runFault) Finish(ctx context.Context, key string, fin dedupe.Finish) (de
 
 // withRedisFaults adds the Redis fault named by WEBHOOKD_FAULT to rdb, if
 // any.
-func withRedisFaults(rdb *redis.Client, log *slog.Logger) {
+func withRedisFaults(rdb redis.UniversalClient, log *slog.Logger) {
 	if os.Getenv(faultEnv) == "exit-on-lost-task" {
 		log.Warn("FAULT INJECTION: exiting when recovery finds a lost task", slog.String("fault", "exit-on-lost-task"))
 		rdb.AddHook(lostTaskFault{log: log})

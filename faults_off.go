@@ -16,4 +16,4 @@ func withFaults(rec recorder, _ *slog.Logger) recorder { return rec }
 func withRunFaults(runs runStore, _ *slog.Logger) runStore { return runs }
 
 // withRedisFaults adds nothing (see withFaults).
-func withRedisFaults(*redis.Client, *slog.Logger) {}
+func withRedisFaults(redis.UniversalClient, *slog.Logger) {}

@@ -71,10 +71,15 @@ type Config struct {
 	Listen string
 	// DatabaseURL is the Postgres connection string. Required.
 	DatabaseURL string
-	// RedisURL is the Redis URL. Required.
-	RedisURL string
+	// Redis says where Redis is (one server, Sentinel or Cluster).
+	// Required.
+	Redis RedisConfig
 	// Queue is the Asynq queue. Defaults to jobs.DefaultQueue.
 	Queue string
+	// QueueShards spreads tasks over this many Asynq queues by key
+	// (jobs.Shards), so a Redis Cluster spreads them over its nodes.
+	// Defaults to 1: the one queue named Queue.
+	QueueShards int
 	// Roles says what the process runs; at least one is required.
 	Roles Roles
 	// Lease is how long a claimed run may stay running before recovery
@@ -109,6 +114,9 @@ func (c Config) WithDefaults() Config {
 	if c.Queue == "" {
 		c.Queue = jobs.DefaultQueue
 	}
+	if c.QueueShards <= 0 {
+		c.QueueShards = 1
+	}
 	if c.Lease <= 0 {
 		c.Lease = 2 * time.Minute
 	}
@@ -123,11 +131,12 @@ func (c Config) WithDefaults() Config {
 
 // Validate returns an error naming the first field that cannot work.
 func (c Config) Validate() error {
+	if err := c.Redis.Validate(); err != nil {
+		return err
+	}
 	switch {
 	case c.DatabaseURL == "":
 		return errors.New("webhookd: DatabaseURL is required")
-	case c.RedisURL == "":
-		return errors.New("webhookd: RedisURL is required")
 	case !c.Roles.Gateway && !c.Roles.Worker:
 		return errors.New("webhookd: Roles names neither gateway nor worker")
 	case c.Recovery.Interval > c.Lease/2:
@@ -143,7 +152,7 @@ type Process struct {
 	addr net.Addr
 
 	pool  *pgxpool.Pool
-	redis *redis.Client
+	redis redis.UniversalClient
 	srv   *gateway.Server
 
 	batcher *dedupe.Batcher
@@ -185,11 +194,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		return nil, err
 	}
 	store := dedupe.New(p.pool)
-	if p.redis, err = OpenRedis(cfg.RedisURL); err != nil {
+	if p.redis, err = OpenRedis(cfg.Redis); err != nil {
 		return nil, err
 	}
 	withRedisFaults(p.redis, log)
-	enqueuer := jobs.NewEnqueuer(p.redis, cfg.Queue, cfg.Routes)
+	shards := jobs.Shards{Queue: cfg.Queue, N: cfg.QueueShards}
+	enqueuer := jobs.NewShardedEnqueuer(p.redis, shards, cfg.Routes)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -203,7 +213,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		Logger:       log,
 		Readiness: []gateway.Check{
 			{Name: "postgres", Func: store.Ping},
-			{Name: "redis", Func: func(ctx context.Context) error { return p.redis.Ping(ctx).Err() }},
+			{Name: "redis", Func: func(ctx context.Context) error { return PingRedis(ctx, p.redis) }},
 		},
 	}
 	var (
@@ -250,8 +260,16 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 			Metrics:     metrics,
 			Steering:    destinations.Steering(),
 		})
+		queues, err := shards.ServedQueues(p.redis)
+		if err != nil {
+			log.WarnContext(ctx, "could not list the queues of an earlier queue_shards; serving the current shards, and recovery writes what waits elsewhere into them",
+				slog.String("error", err.Error()))
+		}
+		if len(queues) > shards.N {
+			log.InfoContext(ctx, "also serving the queues of an earlier queue_shards, so tasks written there still run", slog.Any("queues", queues[shards.N:]))
+		}
 		p.worker = jobs.NewServer(p.redis, handler, jobs.ServerConfig{
-			Queue:           cfg.Queue,
+			Queues:          queues,
 			Concurrency:     cfg.Worker.Concurrency,
 			ShutdownTimeout: cfg.Worker.ShutdownTimeout,
 			Backoff:         cfg.Worker.Backoff,
@@ -282,7 +300,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 	} else {
 		log.InfoContext(ctx, "admin API, event browser and dashboard need the admin token", slog.String("path", "/admin/"))
 	}
-	p.background.Go(func() { metrics.WatchQueueSizes(bg, p.redis, cfg.Queue, 0, log) })
+	p.background.Go(func() { metrics.WatchQueueSizes(bg, p.redis, shards, 0, log) })
 
 	l, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -365,14 +383,4 @@ func OpenPool(ctx context.Context, databaseURL string, maxConns int32) (*pgxpool
 		return nil, fmt.Errorf("error opening database pool: %w", err)
 	}
 	return pool, nil
-}
-
-// OpenRedis returns a go-redis client for redisURL, which Asynq shares.
-func OpenRedis(redisURL string) (*redis.Client, error) {
-	opts, err := redis.ParseURL(redisURL)
-	if err != nil {
-		return nil, fmt.Errorf("error parsing redis_url: %w", err)
-	}
-	opts.PoolSize = 64
-	return redis.NewClient(opts), nil
 }

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -169,18 +170,36 @@ end
 return n
 `)
 
-// Wake makes every task of destination waiting in the retry set run now
-// (held while the destination was paused or its circuit open), and
-// returns how many it woke.
+// Wake makes every task of destination waiting in a retry set run now
+// (held while the destination was paused or its circuit open), in every
+// queue a worker serves (the destination's keys hash to every shard),
+// and returns how many it woke.
 func (e *Enqueuer) Wake(ctx context.Context, source, destination string) (int, error) {
-	prefix := asynqQueueKeyPrefix(e.queue)
+	queues, err := e.shards.ServedQueues(e.rdb)
+	if err != nil {
+		return 0, fmt.Errorf("error waking destination %s/%s: %w", source, destination, err)
+	}
+	woke := 0
+	for _, queue := range queues {
+		n, err := e.wakeQueue(ctx, queue, source, destination)
+		woke += n
+		if err != nil {
+			return woke, fmt.Errorf("error waking destination %s/%s: %w", source, destination, err)
+		}
+	}
+	return woke, nil
+}
+
+// wakeQueue wakes destination's tasks in one queue's retry set.
+func (e *Enqueuer) wakeQueue(ctx context.Context, queue, source, destination string) (int, error) {
+	prefix := asynqQueueKeyPrefix(queue)
 	match := globEscaper.Replace(keyPrefix(source, destination)) + "*"
 	woke := 0
 	var cursor uint64
 	for {
 		ids, next, err := e.rdb.ZScan(ctx, prefix+"retry", cursor, match, maxTasksPerScript).Result()
 		if err != nil {
-			return woke, fmt.Errorf("error waking destination %s/%s: %w", source, destination, err)
+			return woke, err
 		}
 		keys := []string{prefix + "retry", prefix + "pending"}
 		args := []any{strconv.FormatInt(time.Now().UnixNano(), 10)}
@@ -189,9 +208,9 @@ func (e *Enqueuer) Wake(ctx context.Context, source, destination string) (int, e
 			args = append(args, ids[i])
 		}
 		if len(keys) > 2 {
-			res, err := e.runScript(ctx, wakeScript, keys, args)
+			res, err := e.runScript(ctx, queue, wakeScript, keys, args)
 			if err != nil {
-				return woke, fmt.Errorf("error waking destination %s/%s: %w", source, destination, err)
+				return woke, err
 			}
 			n, _ := res.Int()
 			woke += n
@@ -222,28 +241,54 @@ const (
 // taskActions lists every taskAction, for metrics that exist at zero.
 var taskActions = []taskAction{taskPending, taskWaiting, taskActive, taskWritten, taskRescued, taskHastened, taskRevived}
 
-// writeTasks enqueues the tasks whose ids are not taken. A task whose id
-// is taken is left as it is, as Asynq's client does (it answers
-// ErrTaskIDConflict). On error some of the tasks may have been written;
-// writing them again is a no-op.
+// writeTasks enqueues the tasks whose ids are not taken, one script call
+// per queue (shard) and 500 tasks: a script's keys are all of one queue,
+// so one Redis Cluster slot. A task whose id is taken is left as it is,
+// as Asynq's client does (it answers ErrTaskIDConflict). On error some
+// of the tasks may have been written; writing them again is a no-op.
 func (e *Enqueuer) writeTasks(ctx context.Context, tasks []deliverTask) error {
-	prefix := asynqQueueKeyPrefix(e.queue)
-	for len(tasks) > 0 {
-		chunk := tasks[:min(len(tasks), maxTasksPerScript)]
-		tasks = tasks[len(chunk):]
-		keys := make([]string, 1, len(chunk)+1)
-		keys[0] = prefix + "pending"
-		args := make([]any, 1, 2*len(chunk)+1)
-		args[0] = strconv.FormatInt(time.Now().UnixNano(), 10)
-		for _, t := range chunk {
-			keys = append(keys, prefix+"t:"+t.id)
-			args = append(args, t.id, e.encodeTask(t))
-		}
-		if _, err := e.runScript(ctx, enqueueBatchScript, keys, args); err != nil {
-			return fmt.Errorf("error writing %d tasks to queue %s: %w", len(chunk), e.queue, err)
+	for _, group := range byQueue(tasks, func(t deliverTask) string { return t.queue }) {
+		prefix := asynqQueueKeyPrefix(group.queue)
+		for chunk := range slices.Chunk(group.items, maxTasksPerScript) {
+			keys := make([]string, 1, len(chunk)+1)
+			keys[0] = prefix + "pending"
+			args := make([]any, 1, 2*len(chunk)+1)
+			args[0] = strconv.FormatInt(time.Now().UnixNano(), 10)
+			for _, i := range chunk {
+				t := tasks[i]
+				keys = append(keys, prefix+"t:"+t.id)
+				args = append(args, t.id, encodeTask(t))
+			}
+			if _, err := e.runScript(ctx, group.queue, enqueueBatchScript, keys, args); err != nil {
+				return fmt.Errorf("error writing %d tasks to queue %s: %w", len(chunk), group.queue, err)
+			}
 		}
 	}
 	return nil
+}
+
+// queueGroup is the indexes of the items that go to one queue, in order.
+type queueGroup struct {
+	queue string
+	items []int
+}
+
+// byQueue groups the indexes of items by their queue, queues in the
+// order they first appear.
+func byQueue[T any](items []T, queueOf func(T) string) []queueGroup {
+	var groups []queueGroup
+	at := map[string]int{}
+	for i, it := range items {
+		q := queueOf(it)
+		g, ok := at[q]
+		if !ok {
+			g = len(groups)
+			at[q] = g
+			groups = append(groups, queueGroup{queue: q})
+		}
+		groups[g].items = append(groups[g].items, i)
+	}
+	return groups
 }
 
 // ensureRequest asks ensureScript to make sure one task is live.
@@ -256,52 +301,57 @@ type ensureRequest struct {
 	takeAfter time.Time
 }
 
-// ensureTasks makes sure each task is live (ensureScript) and returns
-// what it found or did for each, in order. On error the tasks of the
-// failed script call and after it are unchecked.
+// ensureTasks makes sure each task is live in its own queue (its key's
+// shard; ensureScript, one call per queue and 500 tasks) and returns
+// what it found or did for each, in the order of reqs. On error the
+// tasks it did not get to are left "" (unchecked).
 func (e *Enqueuer) ensureTasks(ctx context.Context, reqs []ensureRequest) ([]taskAction, error) {
-	prefix := asynqQueueKeyPrefix(e.queue)
-	out := make([]taskAction, 0, len(reqs))
-	for len(reqs) > 0 {
-		chunk := reqs[:min(len(reqs), maxTasksPerScript)]
-		reqs = reqs[len(chunk):]
-		keys := make([]string, 7, len(chunk)+7)
-		for i, name := range []string{"pending", "active", "lease", "retry", "scheduled", "archived", "completed"} {
-			keys[i] = prefix + name
-		}
-		args := make([]any, 1, 4*len(chunk)+1)
-		args[0] = strconv.FormatInt(time.Now().UnixNano(), 10)
-		for _, r := range chunk {
-			keys = append(keys, prefix+"t:"+r.task.id)
-			rescue := "0"
-			if r.rescue {
-				rescue = "1"
+	out := make([]taskAction, len(reqs))
+	for _, group := range byQueue(reqs, func(r ensureRequest) string { return r.task.queue }) {
+		prefix := asynqQueueKeyPrefix(group.queue)
+		for chunk := range slices.Chunk(group.items, maxTasksPerScript) {
+			keys := make([]string, 7, len(chunk)+7)
+			for i, name := range []string{"pending", "active", "lease", "retry", "scheduled", "archived", "completed"} {
+				keys[i] = prefix + name
 			}
-			args = append(args, r.task.id, e.encodeTask(r.task), rescue, strconv.FormatInt(r.takeAfter.Unix(), 10))
-		}
-		res, err := e.runScript(ctx, ensureScript, keys, args)
-		if err != nil {
-			return out, fmt.Errorf("error checking %d tasks in queue %s: %w", len(chunk), e.queue, err)
-		}
-		actions, err := res.StringSlice()
-		if err != nil || len(actions) != len(chunk) {
-			return out, fmt.Errorf("error checking tasks in queue %s: unexpected answer %v", e.queue, res.Val())
-		}
-		for _, a := range actions {
-			out = append(out, taskAction(a))
+			args := make([]any, 1, 4*len(chunk)+1)
+			args[0] = strconv.FormatInt(time.Now().UnixNano(), 10)
+			for _, i := range chunk {
+				r := reqs[i]
+				keys = append(keys, prefix+"t:"+r.task.id)
+				rescue := "0"
+				if r.rescue {
+					rescue = "1"
+				}
+				args = append(args, r.task.id, encodeTask(r.task), rescue, strconv.FormatInt(r.takeAfter.Unix(), 10))
+			}
+			res, err := e.runScript(ctx, group.queue, ensureScript, keys, args)
+			if err != nil {
+				return out, fmt.Errorf("error checking %d tasks in queue %s: %w", len(chunk), group.queue, err)
+			}
+			actions, err := res.StringSlice()
+			if err != nil || len(actions) != len(chunk) {
+				return out, fmt.Errorf("error checking tasks in queue %s: unexpected answer %v", group.queue, res.Val())
+			}
+			for j, i := range chunk {
+				out[i] = taskAction(actions[j])
+			}
 		}
 	}
 	return out, nil
 }
 
-// runScript runs script once, with the queue registered in the same round
-// trip (Asynq's client registers a queue before its first enqueue; doing
-// it every time registers it again after Redis lost its data), falling
-// back to sending the script's body when Redis does not have it cached.
-func (e *Enqueuer) runScript(ctx context.Context, script *redis.Script, keys []string, args []any) (*redis.Cmd, error) {
+// runScript runs script on queue's keys once, with the queue registered
+// in the same round trip (Asynq's client registers a queue before its
+// first enqueue; doing it every time registers it again after Redis lost
+// its data), falling back to sending the script's body when Redis does
+// not have it cached. On a Redis Cluster the registry and the queue's
+// keys live in different slots: go-redis's cluster client splits the
+// pipeline by node, and the script's own keys share the queue's slot.
+func (e *Enqueuer) runScript(ctx context.Context, queue string, script *redis.Script, keys []string, args []any) (*redis.Cmd, error) {
 	var run *redis.Cmd
 	_, err := e.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.SAdd(ctx, asynqQueuesKey, e.queue)
+		p.SAdd(ctx, asynqQueuesKey, queue)
 		run = script.EvalSha(ctx, p, keys, args...)
 		return nil
 	})
@@ -315,9 +365,9 @@ func (e *Enqueuer) runScript(ctx context.Context, script *redis.Script, keys []s
 	return run, nil
 }
 
-// encodeTask encodes t's Asynq TaskMessage for this queue.
-func (e *Enqueuer) encodeTask(t deliverTask) []byte {
-	return encodeTaskMessage(TypeDeliver, t.payload, t.id, e.queue, maxTaskRetry, t.timeout)
+// encodeTask encodes t's Asynq TaskMessage for its queue.
+func encodeTask(t deliverTask) []byte {
+	return encodeTaskMessage(TypeDeliver, t.payload, t.id, t.queue, maxTaskRetry, t.timeout)
 }
 
 // encodeTaskMessage encodes Asynq's TaskMessage (internal/proto/asynq.proto)

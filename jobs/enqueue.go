@@ -22,46 +22,59 @@ var ErrUnknownSource = errors.New("unknown source")
 const taskTimeoutMargin = 30 * time.Second
 
 // deliverTask is what both ways of enqueuing write for one key: the task
-// id, its payload and its timeout.
+// id, its queue (the key's shard), its payload and its timeout.
 type deliverTask struct {
 	id      string
+	queue   string
 	payload []byte
 	timeout time.Duration
 }
 
-func newDeliverTask(p DeliverPayload, dest Destination) (deliverTask, error) {
+func (e *Enqueuer) newDeliverTask(p DeliverPayload, dest Destination) (deliverTask, error) {
 	body, err := json.Marshal(p)
 	if err != nil {
 		return deliverTask{}, fmt.Errorf("error encoding deliver payload: %w", err)
 	}
-	return deliverTask{id: p.Key(), payload: body, timeout: dest.WithDefaults().Timeout + taskTimeoutMargin}, nil
+	key := p.Key()
+	return deliverTask{id: key, queue: e.shards.Of(key), payload: body, timeout: dest.WithDefaults().Timeout + taskTimeoutMargin}, nil
 }
 
 // Enqueuer puts deliver tasks on the queue, one per (event, destination),
-// with the job key as the Asynq task id.
+// with the job key as the Asynq task id, each in its key's shard.
 type Enqueuer struct {
 	client *asynq.Client // one task per round trip (Enqueue)
 	rdb    redis.UniversalClient
-	queue  string
+	shards Shards
 	routes Routes
 }
 
-// NewEnqueuer returns an Enqueuer on rdb for queue (DefaultQueue when
-// empty). Closing rdb is the caller's.
+// NewEnqueuer returns an Enqueuer on rdb that writes every task to queue
+// (DefaultQueue when empty). Closing rdb is the caller's.
 func NewEnqueuer(rdb redis.UniversalClient, queue string, routes Routes) *Enqueuer {
-	if queue == "" {
-		queue = DefaultQueue
+	return NewShardedEnqueuer(rdb, Shards{Queue: queue, N: 1}, routes)
+}
+
+// NewShardedEnqueuer returns an Enqueuer on rdb that writes each task to
+// its key's shard (Shards.Of); an empty Queue is DefaultQueue. Closing
+// rdb is the caller's.
+func NewShardedEnqueuer(rdb redis.UniversalClient, shards Shards, routes Routes) *Enqueuer {
+	if shards.Queue == "" {
+		shards.Queue = DefaultQueue
 	}
+	shards.N = shards.n()
 	return &Enqueuer{
 		client: asynq.NewClientFromRedisClient(rdb),
 		rdb:    rdb,
-		queue:  queue,
+		shards: shards,
 		routes: routes,
 	}
 }
 
-// Queue returns the queue's name.
-func (e *Enqueuer) Queue() string { return e.queue }
+// Queue returns the queue's base name.
+func (e *Enqueuer) Queue() string { return e.shards.Queue }
+
+// Shards returns how tasks are spread over queues.
+func (e *Enqueuer) Shards() Shards { return e.shards }
 
 // Enqueue enqueues the task for p. A task with the same key already in
 // the queue (pending, scheduled, retrying, active or archived) counts as
@@ -71,13 +84,13 @@ func (e *Enqueuer) Enqueue(ctx context.Context, p DeliverPayload) error {
 	if !ok {
 		return fmt.Errorf("error enqueuing %s/%s: %w", p.Source, p.Destination, ErrUnknownSource)
 	}
-	t, err := newDeliverTask(p, dest)
+	t, err := e.newDeliverTask(p, dest)
 	if err != nil {
 		return err
 	}
 	_, err = e.client.EnqueueContext(ctx, asynq.NewTask(TypeDeliver, t.payload),
 		asynq.TaskID(t.id),
-		asynq.Queue(e.queue),
+		asynq.Queue(t.queue),
 		asynq.MaxRetry(maxTaskRetry),
 		asynq.Timeout(t.timeout),
 	)
@@ -115,7 +128,7 @@ func (e *Enqueuer) EnqueueEvents(ctx context.Context, refs []dedupe.EventRef) (u
 			continue
 		}
 		for name, dest := range dests {
-			t, err := newDeliverTask(DeliverPayload{Source: ref.Source, EventID: ref.ExternalID, Destination: name}, dest)
+			t, err := e.newDeliverTask(DeliverPayload{Source: ref.Source, EventID: ref.ExternalID, Destination: name}, dest)
 			if err != nil {
 				return unrouted, err
 			}
@@ -138,7 +151,7 @@ func (e *Enqueuer) Requeue(ctx context.Context, p DeliverPayload) error {
 	if !ok {
 		return fmt.Errorf("error requeuing %s/%s: %w", p.Source, p.Destination, ErrUnknownSource)
 	}
-	t, err := newDeliverTask(p, dest)
+	t, err := e.newDeliverTask(p, dest)
 	if err != nil {
 		return err
 	}

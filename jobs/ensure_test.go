@@ -28,11 +28,12 @@ func TestEnsureTasks(t *testing.T) {
 	setup := func(t *testing.T) bundle {
 		r := redistest.New(t)
 		p := DeliverPayload{Source: "src", EventID: "evt_1", Destination: "dst"}
-		task, err := newDeliverTask(p, routes["src"]["dst"])
+		enq := NewEnqueuer(r.Client, r.Queue, routes)
+		task, err := enq.newDeliverTask(p, routes["src"]["dst"])
 		if err != nil {
 			t.Fatal(err)
 		}
-		return bundle{r: r, enq: NewEnqueuer(r.Client, r.Queue, routes), insp: asynq.NewInspectorFromRedisClient(r.Client), p: p, task: task}
+		return bundle{r: r, enq: enq, insp: asynq.NewInspectorFromRedisClient(r.Client), p: p, task: task}
 	}
 	ensure := func(t *testing.T, b bundle, rescue bool, takeAfter time.Time) taskAction {
 		t.Helper()

@@ -168,7 +168,7 @@ func (b *bundle) startWorker(t *testing.T) *queue {
 	r := redistest.New(t)
 	enq := jobs.NewEnqueuer(r.Client, r.Queue, b.routes)
 	srv := jobs.NewServer(r.Client, b.handler, jobs.ServerConfig{
-		Queue: r.Queue, Concurrency: 8, ShutdownTimeout: 2 * time.Second,
+		Queues: []string{r.Queue}, Concurrency: 8, ShutdownTimeout: 2 * time.Second,
 		Backoff: jobs.Backoff{Base: 10 * time.Millisecond, Max: 40 * time.Millisecond},
 		Logger:  b.logger,
 	})

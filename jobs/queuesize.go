@@ -39,17 +39,25 @@ func (m *Metrics) RefreshQueueSizes(rdb redis.UniversalClient, queue string) err
 	return nil
 }
 
-// WatchQueueSizes refreshes the queue size gauge every interval (5s when
-// zero) until ctx ends. A failed read is logged at debug level: Redis
-// being down shows in readiness and enqueue failures already.
-func (m *Metrics) WatchQueueSizes(ctx context.Context, rdb redis.UniversalClient, queue string, interval time.Duration, log *slog.Logger) {
+// WatchQueueSizes refreshes the queue size gauge of every shard of
+// shards, and of any shard queue of an earlier shard count Redis still
+// lists, every interval (5s when zero) until ctx ends. A failed read is
+// logged at debug level: Redis being down shows in readiness and enqueue
+// failures already.
+func (m *Metrics) WatchQueueSizes(ctx context.Context, rdb redis.UniversalClient, shards Shards, interval time.Duration, log *slog.Logger) {
 	if interval <= 0 {
 		interval = 5 * time.Second
 	}
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
-		if err := m.RefreshQueueSizes(rdb, queue); err != nil && ctx.Err() == nil && log != nil {
+		queues, err := shards.ServedQueues(rdb)
+		for _, q := range queues {
+			if err == nil {
+				err = m.RefreshQueueSizes(rdb, q)
+			}
+		}
+		if err != nil && ctx.Err() == nil && log != nil {
 			log.DebugContext(ctx, "could not read queue sizes", slog.String("error", err.Error()))
 		}
 		select {

@@ -353,7 +353,7 @@ func (r *Reconciler) ensure(ctx context.Context, rep *PassReport, tasks []pendin
 			r.cfg.Metrics.taskAction("unrouted")
 			continue
 		}
-		task, err := newDeliverTask(t.payload, dest)
+		task, err := r.enqueuer.newDeliverTask(t.payload, dest)
 		if err != nil {
 			return err
 		}
@@ -364,8 +364,11 @@ func (r *Reconciler) ensure(ctx context.Context, rep *PassReport, tasks []pendin
 		return nil
 	}
 	actions, err := r.enqueuer.ensureTasks(ctx, reqs)
-	rep.Checked += len(actions)
 	for i, a := range actions {
+		if a == "" {
+			continue // not checked: the script call failed
+		}
+		rep.Checked++
 		r.cfg.Metrics.taskAction(string(a))
 		msg, level := taskActionMessage(a)
 		if msg == "" {

@@ -83,7 +83,12 @@ func (r *Relay) Run(ctx context.Context) {
 				r.drainFast(batch)
 				return
 			}
-			r.handOff(ctx, batch)
+			// A batch taken off the fast path goes out even if ctx ends
+			// meanwhile (a graceful stop), within the same grace period
+			// as the drain: cut off mid-call it would wait for recovery.
+			grace, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			r.handOff(grace, batch)
+			cancel()
 		case <-ctx.Done():
 			r.drainFast(nil)
 			return

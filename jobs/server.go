@@ -12,8 +12,10 @@ import (
 
 // ServerConfig configures the worker server.
 type ServerConfig struct {
-	// Queue is the Asynq queue to work. Defaults to DefaultQueue.
-	Queue string
+	// Queues are the Asynq queues to work, all with the same weight: the
+	// shards of the queue and those of an earlier shard count that still
+	// hold tasks (Shards.ServedQueues). Defaults to DefaultQueue alone.
+	Queues []string
 	// Concurrency is the number of tasks run at once. Defaults to 256:
 	// a task mostly waits (on Redis, Postgres, the destination), and more
 	// of them in flight make larger claim and outcome batches.
@@ -36,8 +38,12 @@ type Server struct {
 // NewServer returns a worker server on rdb (shared, not closed by the
 // server) that processes TypeDeliver tasks with h.
 func NewServer(rdb redis.UniversalClient, h *Handler, cfg ServerConfig) *Server {
-	if cfg.Queue == "" {
-		cfg.Queue = DefaultQueue
+	queues := map[string]int{DefaultQueue: 1}
+	if len(cfg.Queues) > 0 {
+		queues = make(map[string]int, len(cfg.Queues))
+		for _, q := range cfg.Queues {
+			queues[q] = 1
+		}
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 256
@@ -50,7 +56,7 @@ func NewServer(rdb redis.UniversalClient, h *Handler, cfg ServerConfig) *Server 
 	}
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              cfg.Concurrency,
-		Queues:                   map[string]int{cfg.Queue: 1},
+		Queues:                   queues,
 		RetryDelayFunc:           retryDelayFunc(cfg.Backoff),
 		IsFailure:                isFailure,
 		Logger:                   asynqLogger{cfg.Logger},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/hibiken/asynq"
 
@@ -73,7 +74,7 @@ func (h *Handler) settle(ctx context.Context, log *slog.Logger, p DeliverPayload
 	if res.err != "" {
 		log = log.With(slog.String("error", res.err))
 	}
-	fin, err := h.store.Finish(ctx, p.Key(), dedupe.Finish{
+	fin, err := h.finish(ctx, log, p.Key(), dedupe.Finish{
 		Outcome: res.outcome, Call: claim.Call, Called: res.called,
 		StatusCode: res.statusCode, Result: res.result, Error: res.err, Duration: res.duration,
 		Wait: res.wait, Lease: h.cfg.Lease,
@@ -116,4 +117,34 @@ func (h *Handler) settle(ctx context.Context, log *slog.Logger, p DeliverPayload
 		return fmt.Errorf("%s: %w", cmp.Or(res.err, fin.Status), asynq.SkipRetry)
 	}
 	return nil
+}
+
+// finish stores the outcome (dedupe.Store.Finish). While Postgres does
+// not answer (a failover: the old primary is gone, the new one not yet
+// promoted) it tries again, backing off from 100ms to 2s, until the
+// task's time is up: an outcome not stored leaves the run running until
+// its lease passes, and its retry would call the destination again with
+// the same key. Storing late is safe: Finish is conditional on this
+// claim, so once recovery has handed the run on it answers ErrClaimLost.
+func (h *Handler) finish(ctx context.Context, log *slog.Logger, key string, f dedupe.Finish) (dedupe.Finished, error) {
+	wait := 100 * time.Millisecond
+	for tries := 1; ; tries++ {
+		fin, err := h.store.Finish(ctx, key, f)
+		if err == nil || errors.Is(err, dedupe.ErrClaimLost) {
+			if tries > 1 {
+				log.InfoContext(ctx, "outcome stored once Postgres answered again", slog.Int("tries", tries))
+			}
+			return fin, err
+		}
+		if tries == 1 {
+			log.WarnContext(ctx, "could not store the outcome; trying again until Postgres answers",
+				slog.String("outcome", string(f.Outcome)), slog.String("store_error", err.Error()))
+		}
+		select {
+		case <-ctx.Done():
+			return fin, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }

@@ -38,6 +38,12 @@ type config struct {
 	Admin        adminConf    `yaml:"admin"`
 	Sources      []sourceConf `yaml:"sources"`
 
+	// RedisSentinel and RedisCluster replace redis_url (configredis.go).
+	RedisSentinel *sentinelConf `yaml:"redis_sentinel"`
+	RedisCluster  *clusterConf  `yaml:"redis_cluster"`
+	// QueueShards spreads tasks over this many queues. Defaults to 1.
+	QueueShards int `yaml:"queue_shards"`
+
 	// path is the file the config was read from, for error messages.
 	path string
 	// root is the parsed document, for finding a key's line.
@@ -293,8 +299,11 @@ func (c *config) setDefaults() {
 	if c.DatabaseURL == "" {
 		c.DatabaseURL = "postgres://postgres@127.0.0.1:5432/webhookd"
 	}
-	if c.RedisURL == "" {
+	if c.RedisURL == "" && c.RedisSentinel == nil && c.RedisCluster == nil {
 		c.RedisURL = "redis://127.0.0.1:6379/0"
+	}
+	if c.QueueShards == 0 {
+		c.QueueShards = 1
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 1 << 20
@@ -341,7 +350,10 @@ func (c *config) validate() error {
 	if _, err := url.Parse(c.DatabaseURL); err != nil || !strings.HasPrefix(c.DatabaseURL, "postgres") {
 		return c.fieldError("must be a postgres:// URL", "database_url")
 	}
-	if _, err := asynq.ParseRedisURI(c.RedisURL); err != nil {
+	if err := c.validateRedis(); err != nil {
+		return err
+	}
+	if _, err := asynq.ParseRedisURI(c.RedisURL); c.RedisURL != "" && err != nil {
 		return c.fieldError("must be a redis:// URL", "redis_url")
 	}
 	switch c.LogLevel {
@@ -492,8 +504,9 @@ func (c *config) process(r webhookd.Roles) (webhookd.Config, error) {
 	return webhookd.Config{
 		Listen:       c.Listen,
 		DatabaseURL:  c.DatabaseURL,
-		RedisURL:     c.RedisURL,
+		Redis:        c.redis(),
 		Queue:        c.Queue,
+		QueueShards:  c.QueueShards,
 		Roles:        r,
 		Lease:        c.Lease.std(),
 		Retention:    c.Retention.std(),

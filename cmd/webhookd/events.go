@@ -53,12 +53,12 @@ func openCLI(cmd *cobra.Command, queue bool) (*cli, func(), error) {
 	a := &cli{cfg: cfg, log: log, store: dedupe.New(pool)}
 	closers := []func(){pool.Close}
 	if queue {
-		rdb, err := webhookd.OpenRedis(cfg.RedisURL)
+		rdb, err := webhookd.OpenRedis(cfg.redis())
 		if err != nil {
 			pool.Close()
 			return nil, nil, err
 		}
-		a.enqueuer = jobs.NewEnqueuer(rdb, cfg.Queue, cfg.routes())
+		a.enqueuer = jobs.NewShardedEnqueuer(rdb, jobs.Shards{Queue: cfg.Queue, N: cfg.QueueShards}, cfg.routes())
 		closers = append(closers, func() { _ = rdb.Close() })
 	}
 	return a, func() {

@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +22,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hibiken/asynq"
 
 	"github.com/webhookd/webhookd/internal/pgtest"
 	"github.com/webhookd/webhookd/internal/pipelinetest"
@@ -204,6 +207,13 @@ func TestFaultWorkerKilledMidCall(t *testing.T) {
 	}
 	w1.Kill()
 	killedAt := time.Now()
+	// The task the dead worker held, as Asynq stores it: active, under
+	// Asynq's own lease, which its recoverer would act on much later.
+	insp := asynq.NewInspectorFromRedisClient(rdb.Client)
+	old, err := insp.GetTaskInfo(rdb.Queue, keyOf(victim))
+	if err != nil || old.State != asynq.TaskStateActive {
+		t.Fatalf("the dead worker's task: %+v %v; want it active", old, err)
+	}
 	w2 := proctest.StartWebhookd(t, "worker-2", bin, "worker", cfg)
 	for _, id := range others[2:] {
 		mustSend(t, gw.URL(), id, http.StatusAccepted)
@@ -246,6 +256,30 @@ func TestFaultWorkerKilledMidCall(t *testing.T) {
 	// back before worker-2 does.
 	if !strings.Contains(w2.Logs(), "lease passed") && !strings.Contains(gw.Logs(), "lease passed") {
 		t.Errorf("neither worker-2 nor the gateway logged the sweeper's reset")
+	}
+
+	// The old task comes back after the retry is done, as Asynq's own
+	// recoverer brings it back once Asynq's lease passes, or as a
+	// duplicate copy would (here put back at once, to keep the test
+	// short): it finds the key settled in job_runs and calls nothing.
+	callsBefore := len(dest.callsOf(keyOf(victim)))
+	if _, err := asynq.NewClientFromRedisClient(rdb.Client).Enqueue(asynq.NewTask(old.Type, old.Payload),
+		asynq.TaskID(old.ID), asynq.Queue(old.Queue), asynq.MaxRetry(old.MaxRetry), asynq.Timeout(old.Timeout)); err != nil {
+		t.Fatalf("putting the old task back: %v", err)
+	}
+	pipelinetest.Eventually(t, 10*time.Second, "the old task to run", func() bool {
+		_, err := insp.GetTaskInfo(rdb.Queue, keyOf(victim))
+		return errors.Is(err, asynq.ErrTaskNotFound)
+	})
+	if !strings.Contains(w2.Logs(), `"msg":"key already done; not calling the destination again","source":"test","event_id":"`+victim+`"`) {
+		t.Errorf("worker-2 did not log the old task finding the key done")
+	}
+	time.Sleep(500 * time.Millisecond)
+	if c := dest.callsOf(keyOf(victim)); len(c) != callsBefore {
+		t.Fatalf("the old task called the destination: %d calls, were %d", len(c), callsBefore)
+	}
+	if n := schema.Int(t, `SELECT calls FROM job_runs WHERE key = $1 AND status = 'done'`, keyOf(victim)); n != callsBefore {
+		t.Fatalf("the run counts %d calls after the old task ran, want %d", n, callsBefore)
 	}
 	checkNoDuplicates(t, bin, cfg)
 	t.Logf("took %s", time.Since(start).Round(time.Millisecond))

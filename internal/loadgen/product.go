@@ -20,7 +20,7 @@ func startWebhookd(ctx context.Context, env Env) (string, func() error, error) {
 	p, err := webhookd.Start(ctx, webhookd.Config{
 		Listen:      "127.0.0.1:0",
 		DatabaseURL: env.DatabaseURL,
-		RedisURL:    env.RedisURL,
+		Redis:       webhookd.RedisConfig{URL: env.RedisURL},
 		Queue:       env.Queue,
 		Roles:       webhookd.Roles{Gateway: env.Gateway, Worker: env.Worker},
 		Sources:     map[string]gateway.Source{env.Source.Name: src},

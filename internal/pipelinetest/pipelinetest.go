@@ -156,7 +156,7 @@ func Start(t testing.TB, opts Options) *Pipeline {
 	proc, err := webhookd.Start(context.Background(), webhookd.Config{
 		Listen:       addr,
 		DatabaseURL:  opts.Schema.URL,
-		RedisURL:     opts.Redis.URL,
+		Redis:        webhookd.RedisConfig{URL: opts.Redis.URL},
 		Queue:        opts.Redis.Queue,
 		Roles:        webhookd.Roles{Gateway: true, Worker: !opts.NoWorker},
 		Lease:        opts.Lease,

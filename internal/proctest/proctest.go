@@ -157,7 +157,14 @@ var overriddenEnv = []string{"DATABASE_URL=", "REDIS_URL=", "WEBHOOKD_LISTEN=", 
 // failure its output goes to the test log.
 func StartProcess(tb testing.TB, name, bin string, args []string, env ...string) *Process {
 	tb.Helper()
-	cmd := exec.Command(bin, args...)
+	return startProcess(tb, name, exec.Command(bin, args...), env...)
+}
+
+// startProcess starts cmd as StartProcess does; the caller may have set
+// its directory and credentials.
+func startProcess(tb testing.TB, name string, cmd *exec.Cmd, env ...string) *Process {
+	tb.Helper()
+	bin := cmd.Path
 	var base []string
 	for _, kv := range os.Environ() {
 		keep := true
@@ -335,3 +342,12 @@ func (r *Redis) Stop() {
 		r.cur.Kill()
 	}
 }
+
+// Signal sends sig to the process (SIGQUIT stops Postgres at once, as a
+// crash would).
+func (p *Process) Signal(sig os.Signal) {
+	_ = p.cmd.Process.Signal(sig)
+}
+
+// Done is closed when the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
