@@ -147,9 +147,10 @@ func (c Config) Validate() error {
 
 // Process is a running webhookd process.
 type Process struct {
-	cfg  Config
-	log  *slog.Logger
-	addr net.Addr
+	cfg      Config
+	log      *slog.Logger
+	listener net.Listener // bound first; served once everything has started
+	serving  bool
 
 	pool  *pgxpool.Pool
 	redis redis.UniversalClient
@@ -166,10 +167,12 @@ type Process struct {
 	stopErr        error
 }
 
-// Start applies pending migrations, opens Postgres and Redis, starts the
-// parts cfg.Roles names and the reconciler, and serves HTTP on
-// cfg.Listen (webhooks, admin, /healthz, /readyz, /metrics). It returns
-// once the process is serving; Stop ends it.
+// Start binds cfg.Listen, applies pending migrations, opens Postgres and
+// Redis, starts the parts cfg.Roles names and the reconciler, and serves
+// HTTP on the bound address (webhooks, admin, /healthz, /readyz,
+// /metrics). It returns once the process is serving; Stop ends it. The
+// address is bound before anything else starts, so a port already taken
+// is one error (ErrListen) with nothing to undo.
 func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -179,6 +182,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		log = slog.Default()
 	}
 	p := &Process{cfg: cfg, log: log, serveErr: make(chan error, 1)}
+	if p.listener, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("%w %s: %w", ErrListen, cfg.Listen, err)
+	}
 	// On a failed start, close what was opened.
 	defer func() {
 		if err != nil {
@@ -203,17 +209,21 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerBuildInfo(reg, ReadBuildInfo())
 	metrics := jobs.NewMetrics(reg)
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	p.stopBackground = stop
 
+	pingRedis := func(ctx context.Context) error { return PingRedis(ctx, p.redis) }
+	watch := newDependencyWatch(dependencies(cfg.Roles, store.Ping, pingRedis), time.Second, log, reg)
+	p.background.Go(func() { watch.Run(bg) })
 	gwCfg := gateway.Config{
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Registry:     reg,
 		Logger:       log,
 		Readiness: []gateway.Check{
 			{Name: "postgres", Func: store.Ping},
-			{Name: "redis", Func: func(ctx context.Context) error { return PingRedis(ctx, p.redis) }},
+			{Name: "redis", Func: pingRedis},
 		},
 	}
 	var (
@@ -300,21 +310,24 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 	} else {
 		log.InfoContext(ctx, "admin API, event browser and dashboard need the admin token", slog.String("path", "/admin/"))
 	}
+	metrics.RegisterQueues(shards)
 	p.background.Go(func() { metrics.WatchQueueSizes(bg, p.redis, shards, 0, log) })
 
-	l, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("error listening on %s: %w", cfg.Listen, err)
-	}
-	p.addr = l.Addr()
-	go func() { p.serveErr <- p.srv.Serve(l) }()
-	log.InfoContext(ctx, "webhookd started", slog.String("listen", p.addr.String()),
+	p.serving = true
+	go func() { p.serveErr <- p.srv.Serve(p.listener) }()
+	build := ReadBuildInfo()
+	log.InfoContext(ctx, "webhookd started", slog.String("listen", p.Addr().String()),
+		slog.String("version", build.Version), slog.String("revision", build.Revision),
 		slog.Bool("gateway", cfg.Roles.Gateway), slog.Bool("worker", cfg.Roles.Worker), slog.Int("sources", len(cfg.Sources)))
 	return p, nil
 }
 
+// ErrListen is returned by Start when its listen address cannot be bound
+// (a port taken, an address not of this host).
+var ErrListen = errors.New("cannot listen on")
+
 // Addr returns the address the process serves HTTP on.
-func (p *Process) Addr() net.Addr { return p.addr }
+func (p *Process) Addr() net.Addr { return p.listener.Addr() }
 
 // Handler returns the process's HTTP handler, to serve a request without
 // the network (one net/http's parser would refuse, in a test).
@@ -333,6 +346,9 @@ func (p *Process) Serving() <-chan error { return p.serveErr }
 // calling it again returns the same.
 func (p *Process) Stop(ctx context.Context) error {
 	p.stopOnce.Do(func() {
+		if !p.serving && p.listener != nil {
+			_ = p.listener.Close()
+		}
 		if p.srv != nil {
 			ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 			defer cancel()

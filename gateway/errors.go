@@ -83,8 +83,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		}
 		ctx := c.Request().Context()
 		if errors.Is(err, context.Canceled) {
-			log.InfoContext(ctx, "client closed the request before its answer", slog.String("path", c.Path()),
-				slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
+			log.With(RequestAttrs(c)...).InfoContext(ctx, "client closed the request before its answer", slog.String("path", c.Path()),
 				slog.Int("status_code", statusClientClosedRequest))
 			_ = c.NoContent(statusClientClosedRequest)
 			return

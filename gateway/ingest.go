@@ -48,7 +48,7 @@ func (s *Server) ingest(c echo.Context) error {
 		s.metrics.observe("unknown", "rejected_unknown_source", time.Since(start))
 		return jobs.ErrUnknownSource
 	}
-	log := s.log.With(slog.String("source", name), slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)))
+	log := s.log.With(slog.String("source", name)).With(RequestAttrs(c)...)
 
 	buf := bodyPool.Get().(*bytes.Buffer)
 	buf.Reset()

@@ -27,6 +27,27 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
+// receivedOutcomes are the outcomes of webhookd_received_total that
+// exist at zero for every configured source from the start, so an alert
+// on their increase sees the first one. Rarer outcomes (challenge,
+// client_closed) appear when they first happen.
+var receivedOutcomes = []string{
+	"accepted", "duplicate", "duplicate_content", "unavailable",
+	"rejected_unreadable", "rejected_too_large", "rejected_signature",
+	"rejected_event_id", "rejected_header", "rejected_invalid",
+}
+
+// registerSources makes every source's series exist at zero.
+func (m *metrics) registerSources(sources map[string]Source) {
+	for name := range sources {
+		for _, outcome := range receivedOutcomes {
+			m.received.WithLabelValues(name, outcome)
+		}
+		m.ack.WithLabelValues(name)
+	}
+	m.received.WithLabelValues("unknown", "rejected_unknown_source")
+}
+
 func (m *metrics) observe(source, outcome string, d time.Duration) {
 	m.received.WithLabelValues(source, outcome).Inc()
 	m.ack.WithLabelValues(source).Observe(d.Seconds())

@@ -112,8 +112,9 @@ func New(cfg Config, rec recorder, h handoff) *Server {
 		metrics:  newMetrics(cfg.Registry),
 		log:      cfg.Logger,
 	}
+	s.metrics.registerSources(cfg.Sources)
 	e.Use(middleware.Recover())
-	e.Use(s.keepSafeRequestID, middleware.RequestID())
+	e.Use(assignRequestID)
 
 	e.GET("/healthz", s.healthz, LimitBody(noBody))
 	e.GET("/readyz", s.readyz, LimitBody(noBody))

@@ -194,7 +194,7 @@ func (h *Handler) claim(ctx context.Context, log *slog.Logger, p DeliverPayload,
 		return claim, true, nil
 	case dedupe.RunningElsewhere:
 		wait := min(max(time.Until(claim.RetryAt), time.Second), h.cfg.Lease)
-		log.InfoContext(ctx, "key is held elsewhere; retrying later", durationMS("retry_in_ms", wait))
+		log.InfoContext(ctx, "key is held elsewhere; retrying later", slog.Duration("retry_in", wait))
 		h.cfg.Metrics.outcome(p.Source, p.Destination, "running_elsewhere")
 		return claim, true, &RetryError{Delay: wait, Hold: true, Reason: "key held elsewhere"}
 	case dedupe.Ended:
@@ -241,9 +241,4 @@ func (h *Handler) guard(ctx context.Context, log *slog.Logger, p DeliverPayload,
 			log.WarnContext(ctx, "could not release the entity; it frees when the lease passes", slog.String("error", err.Error()))
 		}
 	}, callResult{}, true
-}
-
-// durationMS logs a duration as fractional milliseconds.
-func durationMS(key string, d time.Duration) slog.Attr {
-	return slog.Float64(key, float64(d.Microseconds())/1000)
 }

@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/webhookd/webhookd/internal/quietlog"
 )
 
 type loggerKey struct{}
@@ -46,23 +50,36 @@ func logMiddleware(base *slog.Logger) asynq.MiddlewareFunc {
 	}
 }
 
-// asynqLogger adapts slog to asynq.Logger so the server's own lines are
-// JSON too.
-type asynqLogger struct{ l *slog.Logger }
+// asynqLogger carries Asynq's own lines into slog, tagged component
+// asynq, at most one line of a kind every 10s: while Redis is down its
+// processor, heartbeat and forwarder each fail many times a second.
+type asynqLogger struct{ q *quietlog.Logger }
 
-func (a asynqLogger) Debug(args ...any) {
-	a.l.Debug(fmt.Sprint(args...), slog.String("component", "asynq"))
+func newAsynqLogger(l *slog.Logger) asynqLogger {
+	return asynqLogger{quietlog.New(l.With(slog.String("component", "asynq")), 10*time.Second)}
 }
-func (a asynqLogger) Info(args ...any) {
-	a.l.Info(fmt.Sprint(args...), slog.String("component", "asynq"))
+
+func (a asynqLogger) log(level slog.Level, args []any) {
+	msg := fmt.Sprint(args...)
+	a.q.Log(context.Background(), level, messageKind(msg), msg)
 }
-func (a asynqLogger) Warn(args ...any) {
-	a.l.Warn(fmt.Sprint(args...), slog.String("component", "asynq"))
+
+// messageKind is what tells Asynq's lines apart: the text before the
+// first colon ("Dequeue error", "Failed to write server state data"),
+// which the details after it do not change.
+func messageKind(msg string) string {
+	kind, _, _ := strings.Cut(msg, ":")
+	if len(kind) > 64 {
+		kind = kind[:64]
+	}
+	return kind
 }
-func (a asynqLogger) Error(args ...any) {
-	a.l.Error(fmt.Sprint(args...), slog.String("component", "asynq"))
-}
+
+func (a asynqLogger) Debug(args ...any) { a.log(slog.LevelDebug, args) }
+func (a asynqLogger) Info(args ...any)  { a.log(slog.LevelInfo, args) }
+func (a asynqLogger) Warn(args ...any)  { a.log(slog.LevelWarn, args) }
+func (a asynqLogger) Error(args ...any) { a.log(slog.LevelError, args) }
 func (a asynqLogger) Fatal(args ...any) {
-	a.l.Error(fmt.Sprint(args...), slog.String("component", "asynq"))
+	a.log(slog.LevelError, args)
 	os.Exit(1)
 }

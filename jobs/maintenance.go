@@ -120,7 +120,7 @@ func (m *Maintenance) RetentionOnce(ctx context.Context) (dedupe.RetentionResult
 	defer cancel()
 	start := time.Now()
 	res, err := m.store.RunRetention(ctx, dedupe.RetentionOptions{Retention: m.cfg.Retention, BatchSize: m.cfg.RetentionBatch})
-	log := m.cfg.Logger.With(slog.String("job", dedupe.KindRetention), durationMS("duration_ms", time.Since(start)))
+	log := m.cfg.Logger.With(slog.String("job", dedupe.KindRetention), slog.Duration("duration", time.Since(start)))
 	mm := m.cfg.Metrics
 	mm.retentionDeleted(res)
 	switch {
@@ -164,7 +164,7 @@ func (m *Maintenance) DuplicateCheckOnce(ctx context.Context) ([]dedupe.Duplicat
 	if err == nil {
 		unknown, calls, err = m.store.UnknownCalls(ctx, m.cfg.DuplicateWindow)
 	}
-	log := m.cfg.Logger.With(slog.String("job", dedupe.KindDuplicateCheck), durationMS("duration_ms", time.Since(start)))
+	log := m.cfg.Logger.With(slog.String("job", dedupe.KindDuplicateCheck), slog.Duration("duration", time.Since(start)))
 	mm := m.cfg.Metrics
 	run := dedupe.MaintenanceRun{Kind: dedupe.KindDuplicateCheck, StartedAt: start, Found: int64(len(keys))}
 	if err != nil {

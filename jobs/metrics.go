@@ -191,6 +191,7 @@ func (m *Metrics) RegisterDestinations(routes Routes) {
 			for _, c := range []string{"2xx", "3xx", "4xx", "5xx", "error"} {
 				m.calls.WithLabelValues(source, name, c)
 			}
+			m.latency.WithLabelValues(source, name)
 			for _, r := range holdReasons {
 				m.holds.WithLabelValues(source, name, r)
 			}

@@ -39,6 +39,19 @@ func (m *Metrics) RefreshQueueSizes(rdb redis.UniversalClient, queue string) err
 	return nil
 }
 
+// RegisterQueues makes the size of every shard of shards exist at zero
+// until its first read.
+func (m *Metrics) RegisterQueues(shards Shards) {
+	if m == nil {
+		return
+	}
+	for _, q := range shards.Names() {
+		for _, state := range []string{"pending", "active", "scheduled", "retry", "archived", "completed"} {
+			m.queueState(q, state, 0)
+		}
+	}
+}
+
 // WatchQueueSizes refreshes the queue size gauge of every shard of
 // shards, and of any shard queue of an earlier shard count Redis still
 // lists, every interval (5s when zero) until ctx ends. A failed read is

@@ -59,7 +59,7 @@ func NewServer(rdb redis.UniversalClient, h *Handler, cfg ServerConfig) *Server 
 		Queues:                   queues,
 		RetryDelayFunc:           retryDelayFunc(cfg.Backoff),
 		IsFailure:                isFailure,
-		Logger:                   asynqLogger{cfg.Logger},
+		Logger:                   newAsynqLogger(cfg.Logger),
 		LogLevel:                 asynq.WarnLevel,
 		ShutdownTimeout:          cfg.ShutdownTimeout,
 		DelayedTaskCheckInterval: time.Second,

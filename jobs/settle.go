@@ -69,7 +69,7 @@ func (h *Handler) settle(ctx context.Context, log *slog.Logger, p DeliverPayload
 		}
 	}
 	if res.called {
-		log = log.With(slog.Int("status_code", res.statusCode), durationMS("duration_ms", res.duration))
+		log = log.With(slog.Int("status_code", res.statusCode), slog.Duration("duration", res.duration))
 	}
 	if res.err != "" {
 		log = log.With(slog.String("error", res.err))
@@ -104,7 +104,7 @@ func (h *Handler) settle(ctx context.Context, log *slog.Logger, p DeliverPayload
 	}
 	attrs := []slog.Attr{slog.Int("attempts", fin.Attempts)}
 	if s.next == nextRetry || s.next == nextHold {
-		attrs = append(attrs, durationMS("retry_in_ms", res.wait))
+		attrs = append(attrs, slog.Duration("retry_in", res.wait))
 	}
 	log.LogAttrs(ctx, s.level, message, attrs...)
 	h.cfg.Metrics.outcome(p.Source, p.Destination, metric)

@@ -431,7 +431,7 @@ func (h *Handler) admit(ctx context.Context, log *slog.Logger, p DeliverPayload,
 	}
 	if adm.hold > 0 {
 		log.InfoContext(ctx, "destination held; retrying later, not a failed attempt",
-			slog.String("reason", adm.reason), durationMS("retry_in_ms", adm.hold))
+			slog.String("reason", adm.reason), slog.Duration("retry_in", adm.hold))
 		h.cfg.Metrics.held(p.Source, p.Destination, adm.reason)
 		return adm, &RetryError{Delay: adm.hold, Hold: true, Reason: "destination " + adm.reason}
 	}

@@ -48,6 +48,8 @@ type config struct {
 	path string
 	// root is the parsed document, for finding a key's line.
 	root *yaml.Node
+	// fromEnv maps the keys an environment variable set to its name.
+	fromEnv map[string]string
 }
 
 // workerConf tunes the worker side.
@@ -136,7 +138,7 @@ type duration time.Duration
 func (d *duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := time.ParseDuration(n.Value)
 	if err != nil || v < 0 {
-		return fmt.Errorf("line %d: %q is not a duration (use e.g. 30s, 2m, 720h)", n.Line, n.Value)
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %q is not a duration (use e.g. 30s, 2m, 720h)", n.Line, n.Value)}}
 	}
 	*d = duration(v)
 	return nil
@@ -153,7 +155,7 @@ var renamedKeys = map[string]string{
 
 var (
 	nameRE = regexp.MustCompile(`^[a-z0-9_-]+$`)
-	varRE  = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	varRE  = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
 )
 
 // loadConfig reads path, parses it, expands ${VAR} in its values from the
@@ -162,38 +164,34 @@ var (
 func loadConfig(path string) (*config, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("error reading config: %w", err)
+		return nil, fmt.Errorf("error reading config %s: %w", path, err)
 	}
 	return parseConfig(path, raw, os.LookupEnv)
 }
 
 func parseConfig(path string, raw []byte, lookup func(string) (string, bool)) (*config, error) {
-	cfg := &config{path: path}
+	cfg := &config{path: path, fromEnv: map[string]string{}}
 	var root yaml.Node
 	if err := yaml.Unmarshal(raw, &root); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, decodeErrors(path, nil, err)
 	}
-	if err := expandVars(&root, lookup); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if errs := expandVars(path, &root, nil, lookup); len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
-	if unknown := unknownKeys(&root, reflect.TypeFor[config]()); len(unknown) > 0 {
-		return nil, fmt.Errorf("%s: %s", path, strings.Join(unknown, "; "))
+	if errs := unknownKeys(path, &root, reflect.TypeFor[config](), nil); len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if root.Kind != 0 { // an empty file is an empty config
 		if err := root.Decode(cfg); err != nil {
-			return nil, fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+			return nil, decodeErrors(path, &root, err)
 		}
 	}
 	cfg.root = &root
 
-	for env, field := range map[string]*string{
-		"DATABASE_URL":         &cfg.DatabaseURL,
-		"REDIS_URL":            &cfg.RedisURL,
-		"WEBHOOKD_LISTEN":      &cfg.Listen,
-		"WEBHOOKD_ADMIN_TOKEN": &cfg.AdminToken,
-	} {
-		if v, ok := lookup(env); ok && v != "" {
-			*field = v
+	for _, o := range envOverrides {
+		if v, ok := lookup(o.env); ok && v != "" {
+			*o.field(cfg) = v
+			cfg.fromEnv[o.key] = o.env
 		}
 	}
 	cfg.setDefaults()
@@ -203,70 +201,90 @@ func parseConfig(path string, raw []byte, lookup func(string) (string, bool)) (*
 	return cfg, nil
 }
 
+// envOverrides are the environment variables that override a key of the
+// file (SPEC).
+var envOverrides = []struct {
+	env, key string
+	field    func(*config) *string
+}{
+	{"DATABASE_URL", "database_url", func(c *config) *string { return &c.DatabaseURL }},
+	{"REDIS_URL", "redis_url", func(c *config) *string { return &c.RedisURL }},
+	{"WEBHOOKD_LISTEN", "listen", func(c *config) *string { return &c.Listen }},
+	{"WEBHOOKD_ADMIN_TOKEN", "admin_token", func(c *config) *string { return &c.AdminToken }},
+}
+
 // expandVars replaces ${VAR} in the scalar values of the parsed document
-// (not in keys or comments) with the variable's value from lookup, empty
-// when unset. Expanding after parsing keeps a value whole whatever it
-// holds (" #", ": ", quotes): it is never read as YAML. A scalar written
-// plain is then typed from its expanded value, as if written there (a
-// number, a duration); a quoted one stays a string. A value holding a
-// line break is refused.
-func expandVars(n *yaml.Node, lookup func(string) (string, bool)) error {
+// (not in keys or comments) with the variable's value from lookup, and
+// ${VAR:-default} with default when VAR is unset or empty. An unset
+// ${VAR} is an error naming it and its key: a secret left out of the
+// environment must not become an empty secret. Expanding after parsing
+// keeps a value whole whatever it holds (" #", ": ", quotes): it is
+// never read as YAML. A scalar written plain is then typed from its
+// expanded value, as if written there (a number, a duration); a quoted
+// one stays a string. A value holding a line break is refused.
+func expandVars(file string, n *yaml.Node, path []any, lookup func(string) (string, bool)) []error {
+	var errs []error
 	switch n.Kind {
 	case yaml.ScalarNode:
 		if !strings.Contains(n.Value, "${") {
 			return nil
 		}
-		var err error
 		n.Value = varRE.ReplaceAllStringFunc(n.Value, func(m string) string {
-			name := varRE.FindStringSubmatch(m)[1]
-			v, _ := lookup(name)
-			if strings.ContainsAny(v, "\r\n") && err == nil {
-				err = fmt.Errorf("line %d: ${%s} holds a line break; not allowed in the config", n.Line, name)
+			sub := varRE.FindStringSubmatch(m)
+			name, hasDefault, def := sub[1], sub[2] != "", sub[3]
+			v, ok := lookup(name)
+			switch {
+			case hasDefault && v == "":
+				v = def
+			case !ok:
+				errs = append(errs, at(file, n.Line, keyPath(path...), fmt.Sprintf("${%s} is not set in the environment (write ${%s:-} to allow it empty)", name, name)))
+			}
+			if strings.ContainsAny(v, "\r\n") {
+				errs = append(errs, at(file, n.Line, keyPath(path...), fmt.Sprintf("${%s} holds a line break; not allowed in the config", name)))
 			}
 			return v
 		})
 		if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 {
 			n.Tag = "" // resolved again from the expanded value
 		}
-		return err
 	case yaml.MappingNode:
-		for i := 1; i < len(n.Content); i += 2 { // values only
-			if err := expandVars(n.Content[i], lookup); err != nil {
-				return err
-			}
+		for i := 0; i+1 < len(n.Content); i += 2 { // values only
+			errs = append(errs, expandVars(file, n.Content[i+1], append(path[:len(path):len(path)], n.Content[i].Value), lookup)...)
 		}
-	case yaml.DocumentNode, yaml.SequenceNode:
+	case yaml.DocumentNode:
 		for _, c := range n.Content {
-			if err := expandVars(c, lookup); err != nil {
-				return err
-			}
+			errs = append(errs, expandVars(file, c, path, lookup)...)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			errs = append(errs, expandVars(file, c, append(path[:len(path):len(path)], i), lookup)...)
 		}
 	}
-	return nil
+	return errs
 }
 
-// unknownKeys lists, as "line N: unknown key "k"", every mapping key under
-// n that no field of t takes (by its yaml tag): the strict decoding the
-// expanded document gets, since yaml decodes a node only leniently.
-func unknownKeys(n *yaml.Node, t reflect.Type) []string {
+// unknownKeys returns an error for every mapping key under n that no
+// field of t takes (by its yaml tag): the strict decoding the expanded
+// document gets, since yaml decodes a node only leniently.
+func unknownKeys(file string, n *yaml.Node, t reflect.Type, path []any) []error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if reflect.PointerTo(t).Implements(reflect.TypeFor[yaml.Unmarshaler]()) {
 		return nil
 	}
-	var out []string
+	var out []error
 	switch {
-	case n.Kind == yaml.DocumentNode || n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
-		elem := t
-		if n.Kind == yaml.SequenceNode {
-			elem = t.Elem()
-		}
+	case n.Kind == yaml.DocumentNode:
 		for _, c := range n.Content {
-			out = append(out, unknownKeys(c, elem)...)
+			out = append(out, unknownKeys(file, c, t, path)...)
+		}
+	case n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
+		for i, c := range n.Content {
+			out = append(out, unknownKeys(file, c, t.Elem(), append(path[:len(path):len(path)], i))...)
 		}
 	case n.Kind == yaml.AliasNode && n.Alias != nil:
-		out = unknownKeys(n.Alias, t)
+		out = unknownKeys(file, n.Alias, t, path)
 	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct:
 		fields := make(map[string]reflect.Type, t.NumField())
 		for f := range t.Fields() {
@@ -277,15 +295,16 @@ func unknownKeys(n *yaml.Node, t reflect.Type) []string {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			ft, ok := fields[k.Value]
+			key := keyPath(append(path[:len(path):len(path)], k.Value)...)
 			switch {
 			case k.ShortTag() == "!!merge":
-				out = append(out, unknownKeys(v, t)...)
+				out = append(out, unknownKeys(file, v, t, path)...)
 			case !ok && renamedKeys[k.Value] != "":
-				out = append(out, fmt.Sprintf("line %d: unknown key %q (replaced by %s)", k.Line, k.Value, renamedKeys[k.Value]))
+				out = append(out, at(file, k.Line, key, "unknown key (replaced by "+renamedKeys[k.Value]+")"))
 			case !ok:
-				out = append(out, fmt.Sprintf("line %d: unknown key %q", k.Line, k.Value))
+				out = append(out, at(file, k.Line, key, "unknown key"))
 			default:
-				out = append(out, unknownKeys(v, ft)...)
+				out = append(out, unknownKeys(file, v, ft, append(path[:len(path):len(path)], k.Value))...)
 			}
 		}
 	}
@@ -326,15 +345,6 @@ func (c *config) setDefaults() {
 	if c.Worker.RecoveryMinAge == 0 {
 		c.Worker.RecoveryMinAge = duration(2 * time.Second)
 	}
-}
-
-// fieldError names the key (and its line, when known).
-func (c *config) fieldError(msg string, path ...any) error {
-	key := keyPath(path...)
-	if line := lineOf(c.root, path...); line > 0 {
-		return fmt.Errorf("%s:%d: %s: %s", c.path, line, key, msg)
-	}
-	return fmt.Errorf("%s: %s: %s", c.path, key, msg)
 }
 
 func (c *config) validate() error {
@@ -587,62 +597,6 @@ func (c *config) gatewaySources() (map[string]gateway.Source, error) {
 		out[s.Name] = src
 	}
 	return out, nil
-}
-
-// keyPath renders a path like sources[0].destinations[1].url.
-func keyPath(path ...any) string {
-	var b strings.Builder
-	for _, p := range path {
-		switch p := p.(type) {
-		case int:
-			b.WriteString("[" + strconv.Itoa(p) + "]")
-		case string:
-			if b.Len() > 0 {
-				b.WriteByte('.')
-			}
-			b.WriteString(p)
-		}
-	}
-	return b.String()
-}
-
-// lineOf finds the line of the value at path in the YAML document, or 0.
-func lineOf(root *yaml.Node, path ...any) int {
-	n := root
-	if n == nil {
-		return 0
-	}
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
-	}
-	line := 0
-	for _, p := range path {
-		switch p := p.(type) {
-		case string:
-			if n.Kind != yaml.MappingNode {
-				return line
-			}
-			found := false
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == p {
-					line = n.Content[i].Line
-					n = n.Content[i+1]
-					found = true
-					break
-				}
-			}
-			if !found {
-				return line
-			}
-		case int:
-			if n.Kind != yaml.SequenceNode || p >= len(n.Content) {
-				return line
-			}
-			n = n.Content[p]
-			line = n.Line
-		}
-	}
-	return line
 }
 
 // rateRE is a rate_limit: a positive count per second or minute.

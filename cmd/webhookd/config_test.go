@@ -1,6 +1,8 @@
 package main
 
 import (
+	"maps"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -40,9 +42,13 @@ sources:
 // signingSecret is a Standard Webhooks secret for the billing destination.
 const signingSecret = "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
 
+// env returns a lookup of m over the variables validConfig needs, so a
+// test names only those it changes (an unset ${VAR} is an error).
 func env(m map[string]string) func(string) (string, bool) {
+	all := map[string]string{"TOKEN": "tok", "STRIPE_SECRET": "whsec_x", "SIGNING": signingSecret}
+	maps.Copy(all, m)
 	return func(k string) (string, bool) {
-		v, ok := m[k]
+		v, ok := all[k]
 		return v, ok
 	}
 }
@@ -141,17 +147,17 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name:       "unknown top-level key",
 			givenYAML:  base(func(s string) string { return s + "lsiten: x\n" }),
-			expectText: []string{"w.yaml", "line 30", `unknown key "lsiten"`},
+			expectText: []string{"w.yaml:30: lsiten: unknown key"},
 		},
 		{
 			name:       "unknown nested key",
 			givenYAML:  strings.Replace(validConfig, "timeout: 10s", "timeot: 10s", 1),
-			expectText: []string{"line 20", `unknown key "timeot"`},
+			expectText: []string{"w.yaml:20: sources[0].destinations[0].timeot: unknown key"},
 		},
 		{
 			name:       "bad duration",
 			givenYAML:  strings.Replace(validConfig, "lease: 1m", "lease: soon", 1),
-			expectText: []string{"line 7", `"soon" is not a duration`},
+			expectText: []string{`w.yaml:7: lease: "soon" is not a duration`},
 		},
 		{
 			name:       "bad destination url",
@@ -202,7 +208,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name:       "a key of an earlier version",
 			givenYAML:  strings.Replace(validConfig, "lease: 1m", "lease: 1m\nworker:\n  sweep_interval: 10s", 1),
-			expectText: []string{`unknown key "sweep_interval"`, "replaced by worker.recovery_interval"},
+			expectText: []string{"worker.sweep_interval: unknown key (replaced by worker.recovery_interval)"},
 		},
 		{
 			name:       "signing secret not in Standard Webhooks form",
@@ -270,7 +276,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name:       "unknown circuit key",
 			givenYAML:  strings.Replace(validConfig, "        max_attempts: 3\n", "        max_attempts: 3\n        circuit: {failure: 3}\n", 1),
-			expectText: []string{`unknown key "failure"`},
+			expectText: []string{"sources[0].destinations[0].circuit.failure: unknown key"},
 		},
 		{
 			name:       "bad redis url",
@@ -307,7 +313,7 @@ func TestParseConfigOrderHeaders(t *testing.T) {
 		"unsigned header, opted in": strings.Replace(validConfig, "      secrets: [\"s3cr3t\"]\n",
 			"      secrets: [\"s3cr3t\"]\n    order:\n      entity: json:repository.id\n      version: header:X-Version\n      allow_unsigned_header: true\n", 1),
 	} {
-		if _, err := parseConfig("w.yaml", []byte(yaml), env(map[string]string{"STRIPE_SECRET": "whsec_x"})); err != nil {
+		if _, err := parseConfig("w.yaml", []byte(yaml), env(nil)); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -332,7 +338,7 @@ func TestDuplicateContentWindowDefaults(t *testing.T) {
     destinations: [{name: app, url: "http://127.0.0.1:9000/shop"}]
   - name: gh
 `, 1)
-	cfg, err := parseConfig("w.yaml", []byte(yaml), env(map[string]string{"STRIPE_SECRET": "whsec_x"}))
+	cfg, err := parseConfig("w.yaml", []byte(yaml), env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,3 +382,91 @@ func TestDestinationSteeringKeys(t *testing.T) {
 		t.Errorf("defaults: %+v, want the circuit on (20, 1m) and no limits", ci)
 	}
 }
+
+// TestConfigErrorsSayWhere: every configuration error reads
+// "<where>: <key>: <problem>", where is the file and line or the
+// environment variable that set the value; an unset ${VAR} is named (a
+// secret left out must not become an empty one) unless written with a
+// default; several problems are all reported, one per line.
+func TestConfigErrorsSayWhere(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		givenYAML  string
+		givenEnv   map[string]string
+		expectText []string
+	}{
+		{
+			name:       "unset variable",
+			givenYAML:  validConfig,
+			givenEnv:   map[string]string{"STRIPE_SECRET": ""},
+			expectText: []string{"w.yaml:5: admin_token: ${TOKEN} is not set in the environment"},
+		},
+		{
+			name:       "an environment override that is wrong",
+			givenYAML:  validConfig,
+			givenEnv:   map[string]string{"DATABASE_URL": "mysql://db"},
+			expectText: []string{"$DATABASE_URL (environment): database_url: must be a postgres:// URL"},
+		},
+		{
+			name:       "a value of the wrong type",
+			givenYAML:  strings.Replace(validConfig, "max_attempts: 3", "max_attempts: many", 1),
+			expectText: []string{"w.yaml:21: sources[0].destinations[0].max_attempts: cannot unmarshal"},
+		},
+		{
+			name:       "a duration deep in the file",
+			givenYAML:  strings.Replace(validConfig, "timeout: 10s", "timeout: 10 seconds", 1),
+			expectText: []string{`w.yaml:20: sources[0].destinations[0].timeout: "10 seconds" is not a duration`},
+		},
+		{
+			name:      "several problems at once",
+			givenYAML: strings.Replace(strings.Replace(validConfig, "timeout: 10s", "timeout: x", 1), "max_attempts: 3", "max_attempts: y", 1),
+			expectText: []string{
+				"w.yaml:20: sources[0].destinations[0].timeout:",
+				"\nw.yaml:21: sources[0].destinations[0].max_attempts:",
+			},
+		},
+		{
+			name:       "a syntax error",
+			givenYAML:  validConfig + "  - name: [\n",
+			expectText: []string{"w.yaml:"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			lookup := env(tc.givenEnv)
+			if tc.name == "unset variable" {
+				lookup = func(k string) (string, bool) {
+					v, ok := map[string]string{"STRIPE_SECRET": "whsec_x", "SIGNING": signingSecret}[k]
+					return v, ok
+				}
+			}
+			_, err := parseConfig("w.yaml", []byte(tc.givenYAML), lookup)
+			if err == nil {
+				t.Fatal("expected an error")
+			}
+			for _, want := range tc.expectText {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			for line := range strings.SplitSeq(err.Error(), "\n") {
+				if !configErrorLineRE.MatchString(line) {
+					t.Errorf("error line %q is not <where>: <key>: <problem>", line)
+				}
+			}
+		})
+	}
+
+	// ${VAR:-default}: the default when unset or empty, the value when set.
+	yaml := strings.Replace(validConfig, "admin_token: ${TOKEN}", "admin_token: ${TOKEN:-fallback}", 1)
+	for given, want := range map[string]string{"": "fallback", "set": "set"} {
+		cfg, err := parseConfig("w.yaml", []byte(yaml), env(map[string]string{"TOKEN": given}))
+		if err != nil || cfg.AdminToken != want {
+			t.Errorf("TOKEN=%q: admin_token %q (%v), want %q", given, cfg.AdminToken, err, want)
+		}
+	}
+}
+
+// configErrorLineRE is the one form of a configuration error line.
+var configErrorLineRE = regexp.MustCompile(`^(\S+\.yaml(:\d+)?|\$[A-Z_]+ \(environment\)): (\S+: )?\S`)

@@ -139,7 +139,7 @@ func TestConfigRedisErrors(t *testing.T) {
 		{
 			name:       "unknown key under redis_cluster",
 			givenYAML:  redisYAML("redis_cluster:\n  nodes: [\"n1:7000\"]\n"),
-			expectText: []string{`unknown key "nodes"`},
+			expectText: []string{"w.yaml:5: redis_cluster.nodes: unknown key"},
 		},
 		{
 			name:       "queue_shards negative",

@@ -4,8 +4,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
 	"syscall"
@@ -32,6 +35,7 @@ func rootCommand() *cobra.Command {
 		Short:         "Webhook receiver gateway: every event recorded once, forwarded exactly once",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version(),
 	}
 	root.PersistentFlags().StringP("config", "f", "webhookd.yaml", "config file (YAML)")
 	root.AddCommand(
@@ -51,9 +55,21 @@ func rootCommand() *cobra.Command {
 	return root
 }
 
+// configFrom loads the file -f names, or webhookd.yaml; when that default
+// is missing the error says how to name another.
+// version is what --version prints.
+func version() string {
+	b := webhookd.ReadBuildInfo()
+	return fmt.Sprintf("%s (revision %s, %s)", b.Version, cmp.Or(b.Revision, "unknown"), b.GoVersion)
+}
+
 func configFrom(cmd *cobra.Command) (*config, error) {
 	path, _ := cmd.Flags().GetString("config")
-	return loadConfig(path)
+	cfg, err := loadConfig(path)
+	if errors.Is(err, fs.ErrNotExist) && !cmd.Flags().Changed("config") {
+		return nil, configNotFoundHint(path)
+	}
+	return cfg, err
 }
 
 func processCommand(name, short string, r webhookd.Roles) *cobra.Command {

@@ -11,11 +11,14 @@ import (
 	"github.com/webhookd/webhookd"
 )
 
-// newLogger builds the JSON logger every process uses.
+// newLogger builds the JSON logger every process uses (level is
+// validated by the config), and carries go-redis's lines into it.
 func newLogger(level string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: l}))
+	log := webhookd.NewLogger(os.Stdout, l)
+	webhookd.RouteRedisLogs(log)
+	return log
 }
 
 // serve runs a webhookd process with the parts r names until ctx ends or
@@ -26,6 +29,9 @@ func serve(ctx context.Context, cfg *config, r webhookd.Roles, log *slog.Logger)
 		return err
 	}
 	p, err := webhookd.Start(ctx, pcfg, log)
+	if errors.Is(err, webhookd.ErrListen) {
+		return cfg.fieldError(err.Error(), "listen")
+	}
 	if err != nil {
 		return err
 	}

@@ -166,7 +166,7 @@ func (a *Admin) Mount(e *echo.Echo) {
 // requestLog returns the logger for an admin request's lines, carrying
 // its request id like the gateway's ingest lines.
 func (a *Admin) requestLog(c echo.Context) *slog.Logger {
-	return a.log.With(slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)))
+	return a.log.With(gateway.RequestAttrs(c)...)
 }
 
 // destinations returns the configured destination names of source,

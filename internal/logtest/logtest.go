@@ -7,7 +7,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -62,4 +64,77 @@ func (b *Buffer) Lines(tb testing.TB) []map[string]any {
 		out = append(out, m)
 	}
 	return out
+}
+
+// CheckProcessLog fails tb for every line of a webhookd process's output
+// that an operator's log pipeline would choke on: a line that is not one
+// JSON object, or an object that has a key twice (most JSON decoders
+// keep one of the two silently). The last line may be the command's own
+// error ("webhookd: ...", written when it exits with an error).
+func CheckProcessLog(tb testing.TB, name, output string) {
+	tb.Helper()
+	lines := strings.Split(strings.TrimRight(output, "\n"), "\n")
+	for i, line := range lines {
+		if line == "" || i == len(lines)-1 && strings.HasPrefix(line, "webhookd: ") {
+			continue
+		}
+		if err := uniqueKeys(json.NewDecoder(strings.NewReader(line))); err != nil {
+			tb.Errorf("%s wrote a log line that is not a JSON object with unique keys (%v): %.300s", name, err, line)
+		}
+	}
+}
+
+// uniqueKeys reads one JSON object from dec and reports a key that
+// appears twice in it or in an object inside it.
+func uniqueKeys(dec *json.Decoder) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return fmt.Errorf("not an object")
+	}
+	return objectKeys(dec)
+}
+
+// objectKeys reads the rest of an object whose '{' was read.
+func objectKeys(dec *json.Decoder) error {
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key := tok.(string)
+		if seen[key] {
+			return fmt.Errorf("key %q twice", key)
+		}
+		seen[key] = true
+		if err := skipValue(dec); err != nil {
+			return err
+		}
+	}
+	_, err := dec.Token() // '}'
+	return err
+}
+
+// skipValue reads one value, checking the objects inside it.
+func skipValue(dec *json.Decoder) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch tok {
+	case json.Delim('{'):
+		return objectKeys(dec)
+	case json.Delim('['):
+		for dec.More() {
+			if err := skipValue(dec); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token() // ']'
+		return err
+	}
+	return nil
 }

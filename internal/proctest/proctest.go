@@ -204,6 +204,10 @@ func StartWebhookd(tb testing.TB, name, bin, role, config string, env ...string)
 	addr := "127.0.0.1:" + strconv.Itoa(FreePort(tb))
 	p := StartProcess(tb, name, bin, []string{role, "--config", config}, append(env, "WEBHOOKD_LISTEN="+addr)...)
 	p.Addr = addr
+	tb.Cleanup(func() {
+		p.Kill()
+		logtest.CheckProcessLog(tb, name, p.logs.String())
+	})
 	p.WaitReady(30 * time.Second)
 	return p
 }
