@@ -38,11 +38,17 @@ type Roles struct {
 	Worker bool
 }
 
-// AdminConfig configures the admin surface under /admin.
+// AdminConfig configures the admin surface under /admin. With no token
+// and UnsafeTokenlessLoopback unset, admin is off (every route 403).
 type AdminConfig struct {
-	// Token is the admin bearer token; empty means loopback-only access
-	// (see admin.Config.Token).
-	Token string
+	// Tokens are the full-access admin tokens (admin.Config.Tokens).
+	Tokens []string
+	// ReadOnlyTokens may read but not replay, pause or resume
+	// (admin.Config.ReadOnlyTokens).
+	ReadOnlyTokens []string
+	// UnsafeTokenlessLoopback lets admin answer without a token to
+	// loopback peers addressing localhost (admin.Config).
+	UnsafeTokenlessLoopback bool
 	// Hosts are more host names a tokenless admin answers to.
 	Hosts []string
 	// AllowQueueActions lets the Asynq dashboard change queues and tasks;
@@ -296,20 +302,22 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 	}
 
 	p.srv = gateway.New(gwCfg, rec, handoff)
-	adm := admin.New(store, store, enqueuer, admin.Config{
-		Token:        cfg.Admin.Token,
-		Hosts:        cfg.Admin.Hosts,
-		Routes:       cfg.Routes,
-		Dashboard:    admin.NewDashboard(p.redis, !cfg.Admin.AllowQueueActions),
-		Destinations: destinations,
-		Logger:       log,
-	})
-	adm.Mount(p.srv.Echo())
-	if adm.LoopbackOnly() {
-		log.WarnContext(ctx, "no admin_token configured: the admin API, event browser and dashboard answer only on loopback")
-	} else {
-		log.InfoContext(ctx, "admin API, event browser and dashboard need the admin token", slog.String("path", "/admin/"))
+	admCfg := admin.Config{
+		Tokens:                  cfg.Admin.Tokens,
+		ReadOnlyTokens:          cfg.Admin.ReadOnlyTokens,
+		UnsafeTokenlessLoopback: cfg.Admin.UnsafeTokenlessLoopback,
+		Hosts:                   cfg.Admin.Hosts,
+		Routes:                  cfg.Routes,
+		Dashboard:               admin.NewDashboard(p.redis, !cfg.Admin.AllowQueueActions),
+		Destinations:            destinations,
+		Logger:                  log,
 	}
+	if cfg.Admin.AllowQueueActions && len(cfg.Admin.ReadOnlyTokens) > 0 {
+		admCfg.ReadOnlyDashboard = admin.NewDashboard(p.redis, true)
+	}
+	adm := admin.New(store, store, enqueuer, admCfg)
+	adm.Mount(p.srv.Echo())
+	adm.LogAccess(ctx)
 	metrics.RegisterQueues(shards)
 	p.background.Go(func() { metrics.WatchQueueSizes(bg, p.redis, shards, 0, log) })
 

@@ -24,7 +24,7 @@ type EventFilter struct {
 	// Source keeps events of this source only.
 	Source string
 	// State keeps events in this state (see webhookd_event_state): received,
-	// queued, running, done, failed, dead or skipped_stale.
+	// queued, running, done, failed, dead, skipped_stale or recorded_only.
 	State string
 	// Since keeps events first received at or after this time.
 	Since time.Time
@@ -55,6 +55,9 @@ type EventSummary struct {
 	// false while it is in the relay's outbox (recorded, some destination
 	// not yet claimed by a worker).
 	HandedOff bool
+	// RecordedOnly is true for an event imported as delivered elsewhere
+	// (ImportOptions.RecordOnly): nothing forwards it unless replayed.
+	RecordedOnly bool
 	// State is the event's state, from the latest run of each destination.
 	State string
 	// RunStatuses lists the status of the latest run (highest generation)
@@ -155,7 +158,7 @@ func listOrder(t string) string {
 
 // summaryColumns are an EventSummary's columns of events, in scan order.
 const summaryColumns = `e.source, e.external_id, e.received_at, e.last_received_at, e.deliveries, e.content_type,
-       length(e.payload) AS payload_bytes`
+       length(e.payload) AS payload_bytes, e.recorded_only`
 
 // withStateSQL gives each row of the scan (the events of summaryColumns)
 // its state, from the latest run (highest generation) of each destination:
@@ -171,7 +174,7 @@ func (q *eventQuery) withStateSQL(scan string) string {
 	return `
 WITH dests AS (SELECT * FROM unnest(` + q.arg(srcs) + `::text[], ` + q.arg(counts) + `::int[]) AS d(source, n))
 SELECT e.*, st.handed_off, st.statuses,
-       webhookd_event_state(st.handed_off, st.statuses,
+       webhookd_event_state(st.handed_off, e.recorded_only, st.statuses,
                             COALESCE((SELECT d.n FROM dests d WHERE d.source = e.source), 1)) AS state
 FROM (` + scan + `) e
 CROSS JOIN LATERAL (SELECT NOT ` + outboxHasSQL("e.source", "e.external_id") + ` AS handed_off,
@@ -269,7 +272,7 @@ func (s *Store) ListEvents(ctx context.Context, f EventFilter) (EventPage, error
 func scanSummary(row pgx.CollectableRow) (EventSummary, error) {
 	var e EventSummary
 	err := row.Scan(&e.Source, &e.ExternalID, &e.ReceivedAt, &e.LastReceivedAt, &e.Deliveries,
-		&e.ContentType, &e.PayloadBytes, &e.HandedOff, &e.RunStatuses, &e.State)
+		&e.ContentType, &e.PayloadBytes, &e.RecordedOnly, &e.HandedOff, &e.RunStatuses, &e.State)
 	return e, err
 }
 

@@ -231,27 +231,90 @@ func TestImportEventsIsIdempotent(t *testing.T) {
 	b := setup(t)
 	ctx := testCtx(t)
 	b.recordEvent(t, "live")
-	evs := []dedupe.Event{
-		{Source: "src", ExternalID: "live", Payload: []byte(`{"x":1}`)},
-		{Source: "src", ExternalID: "i1", Payload: []byte(`{"x":2}`)},
-		{Source: "src", ExternalID: "i1", Payload: []byte(`{"x":2}`)},
+	evs := []dedupe.ImportedEvent{
+		{Event: dedupe.Event{Source: "src", ExternalID: "live", Payload: []byte(`{"x":1}`)}},
+		{Event: dedupe.Event{Source: "src", ExternalID: "i1", Payload: []byte(`{"x":2}`)}},
+		{Event: dedupe.Event{Source: "src", ExternalID: "i1", Payload: []byte(`{"x":2}`)}},
 	}
-	got, err := b.store.ImportEvents(ctx, evs)
+	got, err := b.store.ImportEvents(ctx, evs, dedupe.ImportOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(got, []bool{false, true, false}) {
 		t.Fatalf("inserted %v", got)
 	}
-	again, err := b.store.ImportEvents(ctx, evs)
-	if err != nil || slices.Contains(again, true) {
-		t.Fatalf("rerun inserted %v, %v", again, err)
+	for _, opts := range []dedupe.ImportOptions{{}, {RecordOnly: true}} {
+		again, err := b.store.ImportEvents(ctx, evs, opts)
+		if err != nil || slices.Contains(again, true) {
+			t.Fatalf("rerun (%+v) inserted %v, %v", opts, again, err)
+		}
 	}
 	if n := b.schema.Int(t, `SELECT deliveries FROM events WHERE external_id = 'live'`); n != 1 {
 		t.Errorf("an import changed a live event's deliveries to %d", n)
 	}
 	if n := b.schema.Int(t, `SELECT count(*) FROM event_outbox WHERE external_id = 'i1'`); n != 1 {
 		t.Errorf("imported event is not pending for the relay")
+	}
+	if n := b.schema.Int(t, `SELECT count(*) FROM events WHERE recorded_only`); n != 0 {
+		t.Errorf("a record-only rerun marked %d stored events recorded only", n)
+	}
+}
+
+// TestImportRecordOnly: events imported as delivered elsewhere keep the
+// provider's time, are in no outbox (so recovery never sees them), report
+// state recorded_only in the listing, the detail and the answer to a live
+// delivery of the same id, which is a duplicate that hands nothing off.
+func TestImportRecordOnly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	at := time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
+	evs := []dedupe.ImportedEvent{
+		{Event: dedupe.Event{Source: "src", ExternalID: "r1", Payload: []byte(`{"id":"r1"}`)}, ReceivedAt: at},
+		{Event: dedupe.Event{Source: "src", ExternalID: "r2", Payload: []byte(`{"id":"r2"}`)}},
+	}
+	got, err := b.store.ImportEvents(ctx, evs, dedupe.ImportOptions{RecordOnly: true})
+	if err != nil || !slices.Equal(got, []bool{true, true}) {
+		t.Fatalf("inserted %v, %v", got, err)
+	}
+	if n := b.schema.Int(t, `SELECT count(*) FROM event_outbox`); n != 0 {
+		t.Errorf("%d outbox rows for recorded-only events", n)
+	}
+	if pending, _, err := b.store.UnsettledEvents(ctx, dedupe.OutboxCursor{}, 0, 100); err != nil || len(pending) != 0 {
+		t.Errorf("recovery sees %v (%v)", pending, err)
+	}
+	d, err := b.store.GetEvent(ctx, "src", "r1", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.State != dedupe.StateRecordedOnly || !d.RecordedOnly || !d.ReceivedAt.Equal(at) || !d.LastReceivedAt.Equal(at) {
+		t.Errorf("detail: state %q, recorded only %v, received %s (last %s); want recorded_only at %s", d.State, d.RecordedOnly, d.ReceivedAt, d.LastReceivedAt, at)
+	}
+	page, err := b.store.ListEvents(ctx, dedupe.EventFilter{State: dedupe.StateRecordedOnly, Destinations: map[string]int{"src": 2}})
+	if err != nil || len(page.Events) != 2 {
+		t.Fatalf("listing by state recorded_only: %+v, %v", page, err)
+	}
+	if page.Events[0].ExternalID != "r2" || page.Events[1].ExternalID != "r1" {
+		t.Errorf("listing order %s, %s; want r2 (now) before r1 (2024)", page.Events[0].ExternalID, page.Events[1].ExternalID)
+	}
+
+	res, err := dedupe.RecordBatch(ctx, b.schema.Pool, []dedupe.Event{{Source: "src", ExternalID: "r1", Payload: []byte(`{"id":"r1"}`), Destinations: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res[0]; r.Inserted || r.Pending || r.Deliveries != 2 || r.State != dedupe.StateRecordedOnly {
+		t.Errorf("live delivery of a recorded-only event: %+v, want a duplicate, not pending, recorded_only", r)
+	}
+	if n := b.schema.Int(t, `SELECT count(*) FROM event_outbox`); n != 0 {
+		t.Errorf("the live delivery put %d events in the outbox", n)
+	}
+
+	// Replayed to one of two destinations: its state comes from that run
+	// alone; the other destination is not waiting.
+	mustClaim(t, b, dedupe.ClaimRequest{Key: "src:dst:r1", Source: "src", ExternalID: "r1", Destination: "dst",
+		Generation: 1, MaxAttempts: 4, Lease: time.Minute}, dedupe.Claimed)
+	if d, err := b.store.GetEvent(ctx, "src", "r1", 2); err != nil || d.State != dedupe.StatusRunning {
+		t.Errorf("replayed recorded-only event: state %q (%v), want running", d.State, err)
 	}
 }
 

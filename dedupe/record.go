@@ -131,7 +131,7 @@ func recordCTEsSQL(from string) string {
     ON CONFLICT (source, external_id) DO UPDATE
         SET deliveries = e.deliveries + EXCLUDED.deliveries,
             last_received_at = now()
-    RETURNING e.source, e.external_id, e.deliveries, e.xmax = 0 AS inserted
+    RETURNING e.source, e.external_id, e.deliveries, e.xmax = 0 AS inserted, e.recorded_only
 ), queued AS (` + outboxInsertSQL + `
 ), checked AS (
     SELECT r.*, CASE WHEN r.inserted THEN true ELSE ` + outboxHasSQL("r.source", "r.external_id") + ` END AS pending
@@ -148,7 +148,7 @@ SELECT r.source, r.external_id, r.deliveries, r.inserted, r.pending,
        -- not handed off, with no runs), written out: the function would
        -- only compute that constant, on the hot path, for every new event.
        CASE WHEN r.inserted THEN 'received' ELSE
-           webhookd_event_state(NOT r.pending, ` + latestRunStatusesSQL("r.source", "r.external_id") + `, i.n)
+           webhookd_event_state(NOT r.pending, r.recorded_only, ` + latestRunStatusesSQL("r.source", "r.external_id") + `, i.n)
        END` + extra + `
 FROM checked r JOIN input i ON i.s = r.source AND i.x = r.external_id`
 }

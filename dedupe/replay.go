@@ -57,6 +57,67 @@ func (s *Store) ReopenRun(ctx context.Context, key, by, reason string) (Run, boo
 	return run, reopened, nil
 }
 
+// FirstRun is what [Store.OpenFirstRun] needs to record a replay's run
+// for a destination that has none.
+type FirstRun struct {
+	// Key is the run's key (jobs.Key, generation 1).
+	Key         string
+	Source      string
+	ExternalID  string
+	Destination string
+	// MaxAttempts is the destination's max_attempts.
+	MaxAttempts int
+	// By and Reason record who asked for the replay and why.
+	By, Reason string
+}
+
+// openFirstRunSQL records the first run of an event for a destination,
+// as failed (retryable) with no attempts and its retry due now, like a
+// forced replay's generation: the claim takes it, and the reconciler
+// writes its task if the replay's own enqueue is lost. An event imported
+// with --record-only has no outbox row, so without this row nothing in
+// Postgres would say its replay is owed. An existing run is left alone.
+const openFirstRunSQL = `
+INSERT INTO job_runs
+    (key, source, external_id, destination, generation, status, attempts, calls, max_attempts,
+     last_error, replayed_by, replay_reason, retry_at)
+SELECT $1, $2, $3, $4, 1, 'failed', 0, 0, $5, 'replay: waiting for a worker', $6, NULLIF($7, ''), now()
+WHERE EXISTS (SELECT 1 FROM events WHERE source = $2 AND external_id = $3)
+ON CONFLICT (key) DO NOTHING
+RETURNING ` + runColumns
+
+// OpenFirstRun records the first run of an event for a destination that
+// has none, due now. It reports false, and changes nothing, when the key
+// has a run already (a worker claimed it meanwhile); it returns
+// ErrNotFound when the event does not exist, and ErrTooSlow past
+// AdminStatementTimeout.
+func (s *Store) OpenFirstRun(ctx context.Context, r FirstRun) (Run, bool, error) {
+	var (
+		run    Run
+		opened bool
+	)
+	err := s.adminTx(ctx, true, func(tx pgx.Tx) error {
+		var err error
+		run, err = scanRun(tx.QueryRow(ctx, openFirstRunSQL, r.Key, r.Source, r.ExternalID, r.Destination,
+			max(r.MaxAttempts, 1), r.By, r.Reason))
+		if opened = err == nil; opened || !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		run, err = scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM job_runs WHERE key = $1`, r.Key))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Run{}, false, fmt.Errorf("event %s/%s: %w", r.Source, r.ExternalID, ErrNotFound)
+	}
+	if err != nil {
+		if errors.Is(err, ErrTooSlow) {
+			return Run{}, false, err
+		}
+		return Run{}, false, fmt.Errorf("error recording the replay's run: %w", err)
+	}
+	return run, opened, nil
+}
+
 // NewGeneration is what [Store.NewGeneration] needs to record a forced
 // replay.
 type NewGeneration struct {

@@ -50,7 +50,7 @@ WITH ` + eventsSignedInputSQL + `, signed AS (
 UNION ALL
 SELECT c.s, c.x, COALESCE(e.deliveries, 1), false, false,
        CASE WHEN e.source IS NULL THEN 'received' ELSE
-           webhookd_event_state(NOT ` + outboxHasSQL("e.source", "e.external_id") + `,
+           webhookd_event_state(NOT ` + outboxHasSQL("e.source", "e.external_id") + `, e.recorded_only,
                                 ` + latestRunStatusesSQL("e.source", "e.external_id") + `, c.n)
        END,
        c.first

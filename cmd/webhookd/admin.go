@@ -11,7 +11,6 @@ import (
 // store and queue, as a process builds it for its HTTP surface.
 func newAdmin(a *cli) *admin.Admin {
 	return admin.New(a.store, a.store, a.enqueuer, admin.Config{
-		Token:  a.cfg.AdminToken,
 		Hosts:  listenNames(a.cfg.Listen),
 		Routes: a.cfg.routes(),
 		Logger: a.log,

@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -27,7 +29,12 @@ import (
 
 const e2eSecret = "whsec_e2e_admin_test_secret"
 
-func startProcess(t *testing.T, token string) (string, *config, *pgtest.Schema, *sink.Sink, *logtest.Buffer) {
+// e2eToken is the admin token of TestProcessMetricsAndLogs.
+const e2eToken = "e2e-admin-token-0123456789"
+
+// startProcess starts a gateway and worker process from a config whose
+// admin part is adminYAML (top-level keys: admin_token, admin).
+func startProcess(t *testing.T, adminYAML string) (string, *config, *pgtest.Schema, *sink.Sink, *logtest.Buffer) {
 	t.Helper()
 	schema := pgtest.New(t)
 	rdb := redistest.New(t)
@@ -39,7 +46,7 @@ listen: 127.0.0.1:0
 database_url: %q
 redis_url: %q
 queue: %q
-admin_token: %q
+%s
 lease: 2s
 worker:
   recovery_interval: 300ms
@@ -51,7 +58,7 @@ sources:
     verify: {scheme: stripe, secrets: [%q]}
     destinations:
       - {name: sink, url: %q, timeout: 1s, max_attempts: 3}
-`, schema.URL, rdb.URL, rdb.Queue, token, e2eSecret, ds.URL)
+`, schema.URL, rdb.URL, rdb.Queue, adminYAML, e2eSecret, ds.URL)
 	cfg, err := parseConfig("test.yaml", []byte(raw), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +139,7 @@ func jsonLines(t *testing.T, s string) []map[string]any {
 
 func TestProcessMetricsAndLogs(t *testing.T) {
 	t.Parallel()
-	base, cfg, schema, dest, logs := startProcess(t, "e2e-token")
+	base, cfg, schema, dest, logs := startProcess(t, "admin_token: "+e2eToken)
 
 	if code := sendSigned(t, base, cfg, "evt_e2e_1", true); code != http.StatusAccepted {
 		t.Fatalf("first delivery: %d", code)
@@ -159,10 +166,10 @@ VALUES ('stripe:sink:evt_crashed', 'stripe', 'evt_crashed', 'sink', 'running', 1
 	if code, _ := get(t, base+"/admin/events", ""); code != http.StatusUnauthorized {
 		t.Errorf("admin without token: %d", code)
 	}
-	if code, body := get(t, base+"/admin/events?state=done", "e2e-token"); code != http.StatusOK || !strings.Contains(body, "evt_e2e_1") {
+	if code, body := get(t, base+"/admin/events?state=done", e2eToken); code != http.StatusOK || !strings.Contains(body, "evt_e2e_1") {
 		t.Errorf("admin with token: %d %s", code, body)
 	}
-	if code, body := get(t, base+"/admin/queues/api/queues", "e2e-token"); code != http.StatusOK || !strings.Contains(body, cfg.Queue) {
+	if code, body := get(t, base+"/admin/queues/api/queues", e2eToken); code != http.StatusOK || !strings.Contains(body, cfg.Queue) {
 		t.Errorf("dashboard API: %d %s", code, body)
 	}
 
@@ -204,7 +211,7 @@ VALUES ('stripe:sink:evt_crashed', 'stripe', 'evt_crashed', 'sink', 'running', 1
 
 	// Log lines are JSON and carry the fields; no secret appears.
 	out := logs.String()
-	if strings.Contains(out, e2eSecret) || strings.Contains(out, "e2e-token") {
+	if strings.Contains(out, e2eSecret) || strings.Contains(out, e2eToken) {
 		t.Error("a log line holds a secret")
 	}
 	found := map[string]bool{}
@@ -231,33 +238,17 @@ VALUES ('stripe:sink:evt_crashed', 'stripe', 'evt_crashed', 'sink', 'running', 1
 			has("source", "event_id", "key", "attempts")
 		case strings.HasPrefix(msg, "admin request refused"):
 			has("request_id", "status_code")
-		case strings.HasPrefix(msg, "admin API"):
+		case msg == "admin needs a token":
+			has("admin_mode", "full_tokens", "read_only_tokens")
 		default:
 			continue
 		}
 		found[msg] = true
 	}
-	for _, m := range []string{"event accepted", "duplicate delivery", "delivered", "admin request refused"} {
+	for _, m := range []string{"event accepted", "duplicate delivery", "delivered", "admin request refused", "admin needs a token"} {
 		if !found[m] {
 			t.Errorf("no %q log line", m)
 		}
-	}
-}
-
-func TestProcessWithoutTokenSaysLoopbackOnly(t *testing.T) {
-	t.Parallel()
-	base, _, _, _, logs := startProcess(t, "")
-	if code, _ := get(t, base+"/admin/events", ""); code != http.StatusOK {
-		t.Errorf("admin from loopback without a token: %d", code)
-	}
-	var warned bool
-	for _, l := range jsonLines(t, logs.String()) {
-		if msg, _ := l["msg"].(string); strings.Contains(msg, "answer only on loopback") && l["level"] == "WARN" {
-			warned = true
-		}
-	}
-	if !warned {
-		t.Error("start-up log does not say admin answers only on loopback")
 	}
 }
 
@@ -284,13 +275,182 @@ func TestComposeConfigIsValid(t *testing.T) {
 	}
 	env := map[string]string{
 		"DATABASE_URL": "postgres://postgres:pw@postgres:5432/webhookd", "REDIS_URL": "redis://redis:6379/0",
-		"WEBHOOKD_ADMIN_TOKEN": "t", "STRIPE_WEBHOOK_SECRET": "whsec_x", "DEMO_DESTINATION_URL": "http://sink:9000/hooks/demo",
+		"WEBHOOKD_ADMIN_TOKEN": e2eToken, "STRIPE_WEBHOOK_SECRET": "whsec_x", "DEMO_DESTINATION_URL": "http://sink:9000/hooks/demo",
 	}
 	cfg, err := parseConfig("compose.webhookd.yaml", raw, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
 		t.Fatalf("compose.webhookd.yaml: %v", err)
 	}
-	if cfg.AdminToken != "t" || cfg.Sources[0].Destinations[0].URL != "http://sink:9000/hooks/demo" {
+	if cfg.AdminToken != e2eToken || cfg.Sources[0].Destinations[0].URL != "http://sink:9000/hooks/demo" {
 		t.Errorf("environment not applied: %+v", cfg)
+	}
+}
+
+// TestProcessAdminBehindALocalProxy: a real process behind a real
+// reverse proxy on the same host, whose requests all come from loopback.
+// With no token admin is off, whichever way the proxy sets Host. With the
+// unsafe opt-in, the Host check is all that stands: a proxy that forwards
+// the client's Host (nginx's proxy_set_header Host $host) is refused for a
+// public name, but one that sets Host to its upstream (nginx's default)
+// hands admin, payloads included, to whoever reaches the proxy; that is
+// why the key says unsafe. With tokens, the proxy changes nothing. The
+// start-up log names the mode once.
+func TestProcessAdminBehindALocalProxy(t *testing.T) {
+	t.Parallel()
+	const (
+		fullTok = "proxy-full-token-0123456789"
+		roTok   = "proxy-read-token-0123456789"
+	)
+	type via struct {
+		name  string
+		proxy string // "" direct, "forward" (Host kept), "rewrite" (Host set to the upstream)
+		host  string // the Host the client sends ("" for the address it dials)
+	}
+	var (
+		direct           = via{"direct", "", ""}
+		forwardPublic    = via{"proxy keeping Host, public name", "forward", "admin.example.com"}
+		forwardLocalhost = via{"proxy keeping Host, localhost (a tunnel)", "forward", "localhost"}
+		rewritePublic    = via{"proxy setting Host to its upstream", "rewrite", "admin.example.com"}
+	)
+	for _, tc := range []struct {
+		name      string
+		adminYAML string
+		expectLog string // a substring of the one line that names the mode
+		mode      string
+		level     string
+		expect    map[via]int // without a token
+		withToken map[string]int
+	}{
+		{
+			name: "no token: off", adminYAML: "", mode: "off", level: "INFO", expectLog: "admin is off",
+			expect:    map[via]int{direct: 403, forwardPublic: 403, forwardLocalhost: 403, rewritePublic: 403},
+			withToken: map[string]int{fullTok: 403},
+		},
+		{
+			name: "unsafe tokenless loopback", adminYAML: "admin: {unsafe_tokenless_loopback: true}",
+			mode: "unsafe_tokenless_loopback", level: "WARN", expectLog: "UNSAFE",
+			expect: map[via]int{direct: 200, forwardPublic: 403, forwardLocalhost: 200, rewritePublic: 200},
+		},
+		{
+			name:      "tokens",
+			adminYAML: "admin_token: " + fullTok + "\nadmin: {read_only_tokens: [" + roTok + "]}",
+			mode:      "token", level: "INFO", expectLog: "admin needs a token",
+			expect:    map[via]int{direct: 401, forwardPublic: 401, forwardLocalhost: 401, rewritePublic: 401},
+			withToken: map[string]int{fullTok: 200, roTok: 200},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			base, cfg, _, _, logs := startProcess(t, tc.adminYAML)
+			if code := sendSigned(t, base, cfg, "evt_behind_proxy", true); code != http.StatusAccepted {
+				t.Fatalf("send: %d", code)
+			}
+			target, _ := url.Parse(base)
+			proxies := map[string]string{}
+			for name, keepHost := range map[string]bool{"forward": true, "rewrite": false} {
+				rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+					r.SetURL(target)
+					if keepHost {
+						r.Out.Host = r.In.Host
+					}
+				}}
+				srv := httptest.NewServer(rp)
+				t.Cleanup(srv.Close)
+				proxies[name] = srv.URL
+			}
+			call := func(v via, token string) (int, string) {
+				t.Helper()
+				u := base
+				if v.proxy != "" {
+					u = proxies[v.proxy]
+				}
+				req, _ := http.NewRequest("GET", u+"/admin/events", nil)
+				if v.host != "" {
+					req.Host = v.host
+				}
+				if token != "" {
+					req.Header.Set("Authorization", "Bearer "+token)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				body, _ := io.ReadAll(resp.Body)
+				return resp.StatusCode, string(body)
+			}
+			for v, want := range tc.expect {
+				code, body := call(v, "")
+				if code != want {
+					t.Errorf("%s, no token: %d %.200s, want %d", v.name, code, body, want)
+				}
+				if leaked := strings.Contains(body, "evt_behind_proxy"); leaked != (code == http.StatusOK) {
+					t.Errorf("%s, no token: %d, payload listed: %v", v.name, code, leaked)
+				}
+			}
+			for tok, want := range tc.withToken {
+				for _, v := range []via{direct, forwardPublic, rewritePublic} {
+					if code, body := call(v, tok); code != want {
+						t.Errorf("%s with a token: %d %.200s, want %d", v.name, code, body, want)
+					}
+				}
+			}
+
+			var lines []map[string]any
+			for _, l := range jsonLines(t, logs.String()) {
+				if _, ok := l["admin_mode"]; ok && !strings.Contains(l["msg"].(string), "refused") {
+					lines = append(lines, l)
+				}
+			}
+			if len(lines) != 1 {
+				t.Fatalf("%d start-up lines name the admin mode, want 1: %v", len(lines), lines)
+			}
+			l := lines[0]
+			if l["admin_mode"] != tc.mode || l["level"] != tc.level || !strings.Contains(l["msg"].(string), tc.expectLog) {
+				t.Errorf("start-up line %v, want %s %q with admin_mode %s", l, tc.level, tc.expectLog, tc.mode)
+			}
+			if tc.mode == "token" && (l["full_tokens"] != 1.0 || l["read_only_tokens"] != 1.0) {
+				t.Errorf("start-up line %v, want 1 full and 1 read-only token", l)
+			}
+			if strings.Contains(logs.String(), fullTok) || strings.Contains(logs.String(), roTok) {
+				t.Error("a log line holds an admin token")
+			}
+		})
+	}
+}
+
+// TestDemoMakesAnAdminToken: the demo, given no admin token, makes a
+// valid one for its run and prints it on the writer it is given (stderr:
+// stdout is the JSON log) as a line to paste.
+func TestDemoMakesAnAdminToken(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../webhookd.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseConfig("webhookd.example.yaml", raw, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.adminTokens()) != 0 {
+		t.Fatal("the example config has an admin token without WEBHOOKD_ADMIN_TOKEN")
+	}
+	var out bytes.Buffer
+	if err := demoAdminToken(cfg, &out); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.validateAdmin(); err != nil || len(cfg.AdminToken) < 32 {
+		t.Fatalf("demo token %d bytes: %v", len(cfg.AdminToken), err)
+	}
+	if !strings.Contains(out.String(), "export T="+cfg.AdminToken+"\n") || !strings.Contains(out.String(), "http://localhost:8080/admin/") {
+		t.Errorf("demo output does not give the token and where to use it:\n%s", out.String())
+	}
+	pc, err := cfg.process(webhookd.Roles{Gateway: true})
+	if err != nil || len(pc.Admin.Tokens) != 1 || pc.Admin.Tokens[0] != cfg.AdminToken {
+		t.Errorf("the demo's process has admin tokens %v (%v)", pc.Admin.Tokens, err)
+	}
+	other := *cfg
+	if err := demoAdminToken(&other, io.Discard); err != nil || other.AdminToken == cfg.AdminToken {
+		t.Error("two demo runs made the same token")
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/webhookd/webhookd"
 	"github.com/webhookd/webhookd/gateway"
+	"github.com/webhookd/webhookd/gateway/admin"
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
 	"github.com/webhookd/webhookd/jobs"
@@ -72,11 +73,21 @@ type workerConf struct {
 	DuplicateCheckEvery duration `yaml:"duplicate_check_interval"`
 }
 
-// adminConf tunes the admin surface.
+// adminConf tunes the admin surface. Its tokens add to admin_token;
+// with none at all, admin is off unless UnsafeTokenlessLoopback.
 type adminConf struct {
 	// AllowQueueActions lets the Asynq dashboard change queues and tasks
 	// (delete, run, archive, pause); it is read-only otherwise.
 	AllowQueueActions bool `yaml:"allow_queue_actions"`
+	// Tokens are more full-access tokens, beside admin_token: list the
+	// new one and the old one while rotating.
+	Tokens []string `yaml:"tokens"`
+	// ReadOnlyTokens may look at everything but replay, pause or resume
+	// nothing.
+	ReadOnlyTokens []string `yaml:"read_only_tokens"`
+	// UnsafeTokenlessLoopback opts in to admin without any token for
+	// loopback peers addressing localhost; refused together with a token.
+	UnsafeTokenlessLoopback bool `yaml:"unsafe_tokenless_loopback"`
 }
 
 type sourceConf struct {
@@ -377,6 +388,9 @@ func (c *config) validate() error {
 	if c.Worker.Concurrency < 0 {
 		return c.fieldError("must not be negative", "worker", "concurrency")
 	}
+	if err := c.validateAdmin(); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	for i, s := range c.Sources {
 		if !nameRE.MatchString(s.Name) {
@@ -460,6 +474,72 @@ func (c *config) validate() error {
 	return nil
 }
 
+// adminToken is one configured admin token and the key it came from.
+type adminToken struct {
+	value    string
+	readOnly bool
+	path     []any // its key, for fieldError
+}
+
+// adminTokens lists every configured admin token with its key:
+// admin_token (when set), admin.tokens, admin.read_only_tokens.
+func (c *config) adminTokens() []adminToken {
+	var out []adminToken
+	if c.AdminToken != "" {
+		out = append(out, adminToken{value: c.AdminToken, path: []any{"admin_token"}})
+	}
+	for i, v := range c.Admin.Tokens {
+		out = append(out, adminToken{value: v, path: []any{"admin", "tokens", i}})
+	}
+	for i, v := range c.Admin.ReadOnlyTokens {
+		out = append(out, adminToken{value: v, readOnly: true, path: []any{"admin", "read_only_tokens", i}})
+	}
+	return out
+}
+
+// tokenError names the key of t (or the environment variable it came
+// from) in an error.
+func (c *config) tokenError(t adminToken, msg string) error {
+	return c.fieldError(msg, t.path...)
+}
+
+// tokenKey names t's key, or the environment variable that set it.
+func (c *config) tokenKey(t adminToken) string {
+	key := keyPath(t.path...)
+	if env := c.fromEnv[key]; env != "" {
+		return env
+	}
+	return key
+}
+
+// validateAdmin checks the admin tokens (each usable, none listed twice,
+// none both full and read-only) and that tokenless access is not asked
+// for beside them.
+func (c *config) validateAdmin() error {
+	tokens := c.adminTokens()
+	seen := make(map[string]adminToken, len(tokens))
+	var keys []string
+	for _, t := range tokens {
+		if err := admin.CheckToken(t.value); err != nil {
+			return c.tokenError(t, err.Error())
+		}
+		if first, dup := seen[t.value]; dup {
+			if first.readOnly != t.readOnly {
+				return c.tokenError(t, "the same token is also listed as "+c.tokenKey(first)+": a token is either full or read-only")
+			}
+			return c.tokenError(t, "duplicates "+c.tokenKey(first))
+		}
+		seen[t.value] = t
+		keys = append(keys, c.tokenKey(t))
+	}
+	if c.Admin.UnsafeTokenlessLoopback && len(tokens) > 0 {
+		return c.fieldError("cannot be combined with admin tokens ("+strings.Join(keys, ", ")+
+			" set): with a token admin needs it; remove admin.unsafe_tokenless_loopback or the tokens",
+			"admin", "unsafe_tokenless_loopback")
+	}
+	return nil
+}
+
 func (s sourceConf) verifyConfig() verify.Config {
 	v := s.Verify
 	return verify.Config{
@@ -524,9 +604,11 @@ func (c *config) process(r webhookd.Roles) (webhookd.Config, error) {
 		Sources:      sources,
 		Routes:       c.routes(),
 		Admin: webhookd.AdminConfig{
-			Token:             c.AdminToken,
-			Hosts:             listenNames(c.Listen),
-			AllowQueueActions: c.Admin.AllowQueueActions,
+			Tokens:                  c.fullAdminTokens(),
+			ReadOnlyTokens:          c.Admin.ReadOnlyTokens,
+			UnsafeTokenlessLoopback: c.Admin.UnsafeTokenlessLoopback,
+			Hosts:                   listenNames(c.Listen),
+			AllowQueueActions:       c.Admin.AllowQueueActions,
 		},
 		Worker: webhookd.WorkerConfig{
 			Concurrency:     c.Worker.Concurrency,
@@ -543,6 +625,15 @@ func (c *config) process(r webhookd.Roles) (webhookd.Config, error) {
 			DuplicateCheckInterval: c.Worker.DuplicateCheckEvery.std(),
 		},
 	}, nil
+}
+
+// fullAdminTokens is admin_token (when set) and admin.tokens.
+func (c *config) fullAdminTokens() []string {
+	var out []string
+	if c.AdminToken != "" {
+		out = append(out, c.AdminToken)
+	}
+	return append(out, c.Admin.Tokens...)
 }
 
 // routes returns where each source's events go.

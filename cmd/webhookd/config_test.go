@@ -3,9 +3,12 @@ package main
 import (
 	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/webhookd/webhookd"
 )
 
 const validConfig = `
@@ -45,7 +48,7 @@ const signingSecret = "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
 // env returns a lookup of m over the variables validConfig needs, so a
 // test names only those it changes (an unset ${VAR} is an error).
 func env(m map[string]string) func(string) (string, bool) {
-	all := map[string]string{"TOKEN": "tok", "STRIPE_SECRET": "whsec_x", "SIGNING": signingSecret}
+	all := map[string]string{"TOKEN": "test-admin-token-0123456789", "STRIPE_SECRET": "whsec_x", "SIGNING": signingSecret}
 	maps.Copy(all, m)
 	return func(k string) (string, bool) {
 		v, ok := all[k]
@@ -56,13 +59,13 @@ func env(m map[string]string) func(string) (string, bool) {
 func TestParseConfig(t *testing.T) {
 	t.Parallel()
 	cfg, err := parseConfig("w.yaml", []byte(validConfig), env(map[string]string{
-		"TOKEN": "tok", "STRIPE_SECRET": "whsec_new", "SIGNING": signingSecret,
+		"TOKEN": "admin-token-0123456789", "STRIPE_SECRET": "whsec_new", "SIGNING": signingSecret,
 		"DATABASE_URL": "postgres://postgres@db:5432/prod",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.AdminToken != "tok" || cfg.Sources[0].Verify.Secrets[0] != "whsec_new" {
+	if cfg.AdminToken != "admin-token-0123456789" || cfg.Sources[0].Verify.Secrets[0] != "whsec_new" {
 		t.Errorf("${VAR} not expanded: token %q, secret %q", cfg.AdminToken, cfg.Sources[0].Verify.Secrets[0])
 	}
 	if cfg.DatabaseURL != "postgres://postgres@db:5432/prod" {
@@ -107,7 +110,7 @@ func TestParseConfigExpandsValuesWhole(t *testing.T) {
 		`s3c #r3t: "q" 'p' {x} [y] & *z`,
 	} {
 		cfg, err := parseConfig("w.yaml", []byte(yaml), env(map[string]string{
-			"TOKEN": secret, "STRIPE_SECRET": secret, "SIGNING": signingSecret, "SECRET": secret,
+			"TOKEN": secret + " (long enough for a token)", "STRIPE_SECRET": secret, "SIGNING": signingSecret, "SECRET": secret,
 			"LEASE": "90s", "MAX": "2048",
 		}))
 		if err != nil {
@@ -115,7 +118,7 @@ func TestParseConfigExpandsValuesWhole(t *testing.T) {
 			continue
 		}
 		for name, got := range map[string]string{
-			"admin_token (plain)":                   cfg.AdminToken,
+			"admin_token (plain)":                   strings.TrimSuffix(cfg.AdminToken, " (long enough for a token)"),
 			"stripe secrets[0] (double-quoted)":     cfg.Sources[0].Verify.Secrets[0],
 			"gh secrets[0] (plain, block sequence)": cfg.Sources[1].Verify.Secrets[0],
 			"gh secrets[1] (single-quoted)":         cfg.Sources[1].Verify.Secrets[1],
@@ -459,14 +462,107 @@ func TestConfigErrorsSayWhere(t *testing.T) {
 	}
 
 	// ${VAR:-default}: the default when unset or empty, the value when set.
-	yaml := strings.Replace(validConfig, "admin_token: ${TOKEN}", "admin_token: ${TOKEN:-fallback}", 1)
-	for given, want := range map[string]string{"": "fallback", "set": "set"} {
+	yaml := strings.Replace(validConfig, "admin_token: ${TOKEN}", "admin_token: ${TOKEN:-fallback-token-0123456789}", 1)
+	for given, want := range map[string]string{"": "fallback-token-0123456789", "set-token-0123456789": "set-token-0123456789"} {
 		cfg, err := parseConfig("w.yaml", []byte(yaml), env(map[string]string{"TOKEN": given}))
-		if err != nil || cfg.AdminToken != want {
-			t.Errorf("TOKEN=%q: admin_token %q (%v), want %q", given, cfg.AdminToken, err, want)
+		if err != nil {
+			t.Errorf("TOKEN=%q: %v", given, err)
+		} else if cfg.AdminToken != want {
+			t.Errorf("TOKEN=%q: admin_token %q, want %q", given, cfg.AdminToken, want)
 		}
 	}
 }
 
 // configErrorLineRE is the one form of a configuration error line.
 var configErrorLineRE = regexp.MustCompile(`^(\S+\.yaml(:\d+)?|\$[A-Z_]+ \(environment\)): (\S+: )?\S`)
+
+// TestParseConfigAdminAccess: admin tokens are checked at load, each
+// error naming its key (or WEBHOOKD_ADMIN_TOKEN) and never the token;
+// tokenless admin needs its explicit unsafe key and is refused beside a
+// token; valid tokens reach the process configuration by role.
+func TestParseConfigAdminAccess(t *testing.T) {
+	t.Parallel()
+	const (
+		tokA = "token-aaaaaaaaaaaaaaaa"
+		tokB = "token-bbbbbbbbbbbbbbbb"
+		tokR = "token-rrrrrrrrrrrrrrrr"
+	)
+	withAdmin := func(admin string) string {
+		return strings.Replace(validConfig, "admin_token: ${TOKEN}\n", admin, 1)
+	}
+	for _, tc := range []struct {
+		name       string
+		givenYAML  string
+		givenEnv   map[string]string
+		expectText []string // empty: valid
+		expectFull []string
+		expectRO   []string
+		expectMode bool // UnsafeTokenlessLoopback
+	}{
+		{name: "no token: admin off", givenYAML: withAdmin("")},
+		{name: "admin_token", givenYAML: withAdmin("admin_token: " + tokA + "\n"), expectFull: []string{tokA}},
+		{name: "rotation and read-only",
+			givenYAML:  withAdmin("admin_token: " + tokA + "\nadmin:\n  tokens: [" + tokB + "]\n  read_only_tokens: [" + tokR + "]\n"),
+			expectFull: []string{tokA, tokB}, expectRO: []string{tokR}},
+		{name: "environment overrides admin_token",
+			givenYAML: withAdmin("admin_token: " + tokA + "\n"), givenEnv: map[string]string{"WEBHOOKD_ADMIN_TOKEN": tokB},
+			expectFull: []string{tokB}},
+		{name: "read-only only", givenYAML: withAdmin("admin:\n  read_only_tokens: [" + tokR + "]\n"), expectRO: []string{tokR}},
+		{name: "unsafe opt-in", givenYAML: withAdmin("admin:\n  unsafe_tokenless_loopback: true\n"), expectMode: true},
+		{name: "short admin_token", givenYAML: withAdmin("admin_token: short-token\n"),
+			expectText: []string{"w.yaml:5", "admin_token", "shorter than 16"}},
+		{name: "short token from the environment", givenYAML: withAdmin(""), givenEnv: map[string]string{"WEBHOOKD_ADMIN_TOKEN": "short-token"},
+			expectText: []string{"WEBHOOKD_ADMIN_TOKEN", "shorter than 16"}},
+		{name: "empty list entry", givenYAML: withAdmin("admin:\n  tokens: [" + tokA + ", \"${UNSET}\"]\n"),
+			expectText: []string{"admin.tokens[1]", "empty"}},
+		{name: "white space around", givenYAML: withAdmin("admin:\n  read_only_tokens: [\" " + tokR + "\"]\n"),
+			expectText: []string{"admin.read_only_tokens[0]", "white space"}},
+		{name: "duplicate", givenYAML: withAdmin("admin_token: " + tokA + "\nadmin:\n  tokens: [" + tokB + ", " + tokA + "]\n"),
+			expectText: []string{"admin.tokens[1]", "duplicates admin_token"}},
+		{name: "in both lists", givenYAML: withAdmin("admin:\n  tokens: [" + tokA + "]\n  read_only_tokens: [" + tokB + ", " + tokA + "]\n"),
+			expectText: []string{"admin.read_only_tokens[1]", "also listed as admin.tokens[0]", "either full or read-only"}},
+		{name: "unsafe beside a token", givenYAML: withAdmin("admin_token: " + tokA + "\nadmin:\n  unsafe_tokenless_loopback: true\n"),
+			expectText: []string{"admin.unsafe_tokenless_loopback", "admin_token", "cannot be combined"}},
+		{name: "unsafe beside an environment token", givenYAML: withAdmin("admin:\n  unsafe_tokenless_loopback: true\n"),
+			givenEnv:   map[string]string{"WEBHOOKD_ADMIN_TOKEN": tokA},
+			expectText: []string{"admin.unsafe_tokenless_loopback", "WEBHOOKD_ADMIN_TOKEN", "cannot be combined"}},
+		{name: "unsafe beside a read-only token", givenYAML: withAdmin("admin:\n  unsafe_tokenless_loopback: true\n  read_only_tokens: [" + tokR + "]\n"),
+			expectText: []string{"admin.unsafe_tokenless_loopback", "admin.read_only_tokens[0]", "cannot be combined"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := map[string]string{"STRIPE_SECRET": "whsec_x", "SIGNING": signingSecret}
+			for k, v := range tc.givenEnv {
+				e[k] = v
+			}
+			cfg, err := parseConfig("w.yaml", []byte(tc.givenYAML), env(e))
+			if len(tc.expectText) > 0 {
+				if err == nil {
+					t.Fatal("expected an error")
+				}
+				for _, want := range tc.expectText {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q does not mention %q", err, want)
+					}
+				}
+				for _, tok := range []string{tokA, tokB, tokR, "short-token"} {
+					if strings.Contains(err.Error(), tok) {
+						t.Errorf("error %q holds a token", err)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			pc, err := cfg.process(webhookd.Roles{Gateway: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(pc.Admin.Tokens, tc.expectFull) || !slices.Equal(pc.Admin.ReadOnlyTokens, tc.expectRO) ||
+				pc.Admin.UnsafeTokenlessLoopback != tc.expectMode {
+				t.Errorf("admin config %+v, want full %v, read-only %v, unsafe %v", pc.Admin, tc.expectFull, tc.expectRO, tc.expectMode)
+			}
+		})
+	}
+}

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -32,6 +35,11 @@ func demoCommand() *cobra.Command {
 			}
 			log := newLogger(cfg.LogLevel)
 			ctx := cmd.Context()
+			if len(cfg.adminTokens()) == 0 && !cfg.Admin.UnsafeTokenlessLoopback {
+				if err := demoAdminToken(cfg, cmd.ErrOrStderr()); err != nil {
+					return err
+				}
+			}
 			if err := ensureDatabase(ctx, cfg.DatabaseURL, log); err != nil {
 				return err
 			}
@@ -59,6 +67,26 @@ func demoCommand() *cobra.Command {
 		},
 	}
 	return cmd
+}
+
+// demoAdminToken gives a demo without an admin token a random one for
+// this run and prints it (to stderr: stdout is the JSON log), so a
+// newcomer can open the event browser the way it is deployed, with a
+// token, rather than by opting in to tokenless admin.
+func demoAdminToken(cfg *config, w io.Writer) error {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return fmt.Errorf("error making a demo admin token: %w", err)
+	}
+	cfg.AdminToken = hex.EncodeToString(b)
+	port := "8080"
+	if _, p, err := net.SplitHostPort(cfg.Listen); err == nil {
+		port = p
+	}
+	fmt.Fprintf(w, "webhookd demo: admin token for this run (set WEBHOOKD_ADMIN_TOKEN to choose one):\n\n"+
+		"    export T=%s\n\nSign in at http://localhost:%s/admin/ with it; API clients send Authorization: Bearer $T.\n\n",
+		cfg.AdminToken, port)
+	return nil
 }
 
 // ensureDatabase creates the database named in databaseURL when it does

@@ -194,8 +194,11 @@ func eventsShowCommand() *cobra.Command {
 }
 
 // handedOff says whether an event's tasks are in the queue.
-func handedOff(yes bool) string {
-	if yes {
+func handedOff(e dedupe.EventSummary) string {
+	switch {
+	case e.RecordedOnly:
+		return "no: imported as delivered elsewhere (--record-only); only a replay forwards it"
+	case e.HandedOff:
 		return "yes"
 	}
 	return "pending (the relay will enqueue it)"
@@ -209,7 +212,7 @@ func printEvent(w io.Writer, d dedupe.EventDetail) error {
 		return t.UTC().Format(time.DateTime)
 	}
 	fmt.Fprintf(w, "event       %s / %s\nstate       %s\nreceived    %s (last %s)\ndeliveries  %d\nhanded off  %s\ncontent     %s, %d bytes\n",
-		d.Source, d.ExternalID, d.State, ts(&d.ReceivedAt), ts(&d.LastReceivedAt), d.Deliveries, handedOff(d.HandedOff),
+		d.Source, d.ExternalID, d.State, ts(&d.ReceivedAt), ts(&d.LastReceivedAt), d.Deliveries, handedOff(d.EventSummary),
 		d.ContentType, d.PayloadBytes)
 	fmt.Fprintln(w, "\nruns:")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)

@@ -29,6 +29,7 @@ type eventStore interface {
 // runStore reopens and adds runs for replays; *dedupe.Store satisfies it.
 type runStore interface {
 	ReopenRun(ctx context.Context, key, by, reason string) (dedupe.Run, bool, error)
+	OpenFirstRun(ctx context.Context, r dedupe.FirstRun) (dedupe.Run, bool, error)
 	NewGeneration(ctx context.Context, g dedupe.NewGeneration) (dedupe.Run, error)
 }
 
@@ -40,11 +41,24 @@ type requeuer interface {
 
 // Config configures the admin surface.
 type Config struct {
-	// Token is the admin bearer token. Empty means admin answers only
-	// loopback peers, and only requests whose Host (and Origin, when
-	// sent) is a loopback address, localhost or one of Hosts: a web page
-	// that DNS rebinding points at 127.0.0.1 is refused.
-	Token string
+	// Tokens are the full-access admin tokens (several while rotating):
+	// a request carries one as "Authorization: Bearer <token>" or signs
+	// in with it for a session cookie. With no token of either kind and
+	// UnsafeTokenlessLoopback unset, admin is off: every route answers
+	// 403. See CheckToken for what a token must be; empty ones are
+	// ignored.
+	Tokens []string
+	// ReadOnlyTokens may read everything (API, pages, dashboard) but
+	// change nothing: replays, pauses, resumes and dashboard actions
+	// answer 403 to them, and the pages hide those controls.
+	ReadOnlyTokens []string
+	// UnsafeTokenlessLoopback, with no token configured, lets admin answer
+	// without a token, but only loopback peers, and only requests whose
+	// Host (and Origin, when sent) is a loopback address, localhost or
+	// one of Hosts: a web page that DNS rebinding points at 127.0.0.1 is
+	// refused. A reverse proxy on the same host makes every request a
+	// loopback peer; hence the name. Ignored when a token is set.
+	UnsafeTokenlessLoopback bool
 	// Hosts are more host names (lower case, without port) that a
 	// tokenless admin answers to, such as the listen address's name.
 	Hosts []string
@@ -59,6 +73,10 @@ type Config struct {
 	// Dashboard, when set, is served at /admin/queues/ behind the same
 	// check (see NewDashboard).
 	Dashboard http.Handler
+	// ReadOnlyDashboard, when set, is the dashboard read-only sessions
+	// see instead (NewDashboard in read-only mode hides its action
+	// buttons); without it they see Dashboard, and its actions answer 403.
+	ReadOnlyDashboard http.Handler
 	// Destinations, when set, lists the destinations and pauses and
 	// resumes them (/admin/destinations, /admin/view/destinations).
 	Destinations destinationControl
@@ -116,9 +134,28 @@ func New(events eventStore, runs runStore, q requeuer, cfg Config) *Admin {
 	}
 }
 
-// LoopbackOnly reports whether no token is configured, so that admin
-// answers only loopback peers.
-func (a *Admin) LoopbackOnly() bool { return a.cfg.Token == "" }
+// Mode returns the admin's access mode: ModeOff, ModeToken or
+// ModeUnsafeTokenlessLoopback.
+func (a *Admin) Mode() string { return a.auth.mode }
+
+// LogAccess logs, once, how the admin surface is reached: off, with
+// tokens (how many of each role), or without a token on loopback (a
+// warning). A process calls it where it mounts the admin.
+func (a *Admin) LogAccess(ctx context.Context) {
+	mode := slog.String("admin_mode", a.auth.mode)
+	switch a.auth.mode {
+	case ModeOff:
+		a.log.InfoContext(ctx, "admin is off: no admin token configured, every /admin route answers 403 "+
+			"(set admin_token, admin.tokens or admin.read_only_tokens to turn it on)", mode)
+	case ModeUnsafeTokenlessLoopback:
+		a.log.WarnContext(ctx, "UNSAFE: admin answers without a token to loopback peers addressing localhost "+
+			"(admin.unsafe_tokenless_loopback); anyone on this host, and anyone a local reverse proxy lets in, "+
+			"can read payloads and replay events", mode)
+	default:
+		a.log.InfoContext(ctx, "admin needs a token", mode, slog.String("path", "/admin/"),
+			slog.Int("full_tokens", len(a.auth.full)), slog.Int("read_only_tokens", len(a.auth.readOnly)))
+	}
+}
 
 // Body limits of the admin routes: the login form holds a token and a
 // path; the API's JSON, the replay forms and the dashboard's API calls
@@ -159,7 +196,18 @@ func (a *Admin) Mount(e *echo.Echo) {
 	}
 	if a.cfg.Dashboard != nil {
 		g.GET("/queues", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/admin/queues/") })
-		g.Any("/queues/*", echo.WrapHandler(a.cfg.Dashboard))
+		full, view := a.cfg.Dashboard, a.cfg.ReadOnlyDashboard
+		if view == nil {
+			view = full
+		}
+		g.Any("/queues/*", func(c echo.Context) error {
+			if roleOf(c) == roleReadOnly {
+				view.ServeHTTP(c.Response(), c.Request())
+			} else {
+				full.ServeHTTP(c.Response(), c.Request())
+			}
+			return nil
+		})
 	}
 }
 

@@ -27,14 +27,17 @@ type eventJSON struct {
 	ContentType    string    `json:"content_type"`
 	PayloadBytes   int       `json:"payload_bytes"`
 	HandedOff      bool      `json:"handed_off"`
-	RunStatuses    []string  `json:"run_statuses"`
+	// RecordedOnly marks an event imported as delivered elsewhere:
+	// nothing forwards it unless it is replayed.
+	RecordedOnly bool     `json:"recorded_only"`
+	RunStatuses  []string `json:"run_statuses"`
 }
 
 func toEventJSON(e dedupe.EventSummary) eventJSON {
 	return eventJSON{
 		Source: e.Source, EventID: e.ExternalID, State: e.State, ReceivedAt: e.ReceivedAt,
 		LastReceivedAt: e.LastReceivedAt, Deliveries: e.Deliveries, ContentType: e.ContentType,
-		PayloadBytes: e.PayloadBytes, HandedOff: e.HandedOff, RunStatuses: nonNil(e.RunStatuses),
+		PayloadBytes: e.PayloadBytes, HandedOff: e.HandedOff, RecordedOnly: e.RecordedOnly, RunStatuses: nonNil(e.RunStatuses),
 	}
 }
 

@@ -41,7 +41,7 @@ func parsePages() map[string]*template.Template {
 		"replayURL": func(source, id string) string { return eventPageURL("/replay", source, id, nil) },
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"list", "event", "login", "destinations"} {
+	for _, name := range []string{"list", "event", "login", "destinations", "refused"} {
 		t := template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 		pages[name] = t
 	}
@@ -72,8 +72,22 @@ func eventPageURL(suffix, source, id string, q url.Values) string {
 
 func isDotSegment(s string) bool { return s == "." || s == ".." }
 
-// render writes page with data.
-func (a *Admin) render(c echo.Context, code int, page string, data any) error {
+// viewer is what every page knows about who looks at it; each page's data
+// embeds it and render fills it in.
+type viewer struct {
+	// ReadOnly is true for a read-only session: the page hides replay,
+	// pause and resume.
+	ReadOnly bool
+}
+
+func (v *viewer) setViewer(x viewer) { *v = x }
+
+// pageData is a page's data: a pointer to a struct embedding viewer.
+type pageData interface{ setViewer(viewer) }
+
+// render writes page with data, telling it who looks.
+func (a *Admin) render(c echo.Context, code int, page string, data pageData) error {
+	data.setViewer(viewer{ReadOnly: roleOf(c) == roleReadOnly})
 	var buf bytes.Buffer
 	if err := a.pages[page].ExecuteTemplate(&buf, "layout", data); err != nil {
 		return err
@@ -82,6 +96,7 @@ func (a *Admin) render(c echo.Context, code int, page string, data any) error {
 }
 
 type listPage struct {
+	viewer
 	Filter  dedupe.EventFilter
 	Since   string
 	Until   string
@@ -102,13 +117,13 @@ func (a *Admin) browseList(c echo.Context) error {
 		if errors.As(err, &he) {
 			data.Error, _ = he.Message.(string)
 		}
-		return a.render(c, http.StatusBadRequest, "list", data)
+		return a.render(c, http.StatusBadRequest, "list", &data)
 	}
 	page, err := a.events.ListEvents(c.Request().Context(), f)
 	if err != nil {
 		if errors.Is(err, dedupe.ErrBadCursor) {
 			data.Error = err.Error()
-			return a.render(c, http.StatusBadRequest, "list", data)
+			return a.render(c, http.StatusBadRequest, "list", &data)
 		}
 		return err
 	}
@@ -118,10 +133,11 @@ func (a *Admin) browseList(c echo.Context) error {
 		q.Set("cursor", page.Next)
 		data.NextURL = "/admin/?" + q.Encode()
 	}
-	return a.render(c, http.StatusOK, "list", data)
+	return a.render(c, http.StatusOK, "list", &data)
 }
 
 type eventPage struct {
+	viewer
 	Event      dedupe.EventDetail
 	Payload    string
 	Headers    string
@@ -152,7 +168,7 @@ func (a *Admin) browseEvent(c echo.Context) error {
 	if c.QueryParam("error") != "" {
 		data.FlashError = "The replay was recorded but could not be enqueued (is Redis up?). Replay again without force."
 	}
-	return a.render(c, http.StatusOK, "event", data)
+	return a.render(c, http.StatusOK, "event", &data)
 }
 
 // browseReplay handles the event page's Replay forms and redirects back
@@ -209,6 +225,16 @@ func indentJSON(b []byte) string {
 }
 
 type loginPage struct {
+	viewer
 	Next    string
+	Message string
+}
+
+// refusedPage says why admin refused a browser's request.
+type refusedPage struct {
+	viewer
+	// Off is true when admin is off (no token configured): the page says
+	// how to turn it on.
+	Off     bool
 	Message string
 }

@@ -153,6 +153,7 @@ func bindJSONBody(c echo.Context, dst any) error {
 
 // destinationsPage is the page of destinations.
 type destinationsPage struct {
+	viewer
 	Destinations []destinationJSON
 	Error        string
 	Flash        string
@@ -168,7 +169,7 @@ func (a *Admin) browseDestinations(c echo.Context) error {
 	for _, st := range list {
 		data.Destinations = append(data.Destinations, toDestinationJSON(st))
 	}
-	return a.render(c, http.StatusOK, "destinations", data)
+	return a.render(c, http.StatusOK, "destinations", &data)
 }
 
 // destinationFlashes are the messages the page may show after a form;

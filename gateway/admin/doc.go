@@ -14,14 +14,30 @@
 //	POST /admin/logout                    clears it
 //	GET  /admin/assets/                   the pages' stylesheet and script (no token needed)
 //
-// Every route but login and assets is behind one check: with a token
-// configured, a request must carry "Authorization: Bearer <token>" (or
-// the session cookie the login page sets), compared in constant time;
-// without a token, only loopback peers are answered, and only when the
-// request's Host (and Origin, when sent) names this server: a loopback
-// address, localhost, or the listen address's name (Config.Hosts). A web
-// page that DNS rebinding pointed at 127.0.0.1 names its own host and is
-// refused. State-changing requests from another origin are refused
+// Every route but login and assets is behind one check, in one of three
+// modes (Config, Admin.Mode):
+//
+//   - token: a request carries "Authorization: Bearer <token>" or the
+//     session cookie the login page sets. Several full tokens may be
+//     configured (rotation) and read-only ones, which may GET everything
+//     but are refused (403) every other method: replays, pauses, resumes,
+//     dashboard actions. A presented token is compared with every
+//     configured one in constant time. The cookie carries its role and
+//     expiry under an HMAC keyed by the token that signed in, so its
+//     holder cannot extend it or raise its role, and it ends when that
+//     token leaves the config.
+//   - off (no token configured): every route, login included, answers
+//     403 saying how to turn admin on. 403, not 404, so that a client
+//     tells "admin is off" from "no such event".
+//   - unsafe tokenless loopback (an explicit opt-in): only loopback peers
+//     are answered, and only when the request's Host (and Origin, when
+//     sent) names this server: a loopback address, localhost, or the
+//     listen address's name (Config.Hosts). A web page that DNS rebinding
+//     pointed at 127.0.0.1 names its own host and is refused. A reverse
+//     proxy on the same host makes every request a loopback peer, so
+//     this mode is as safe as that proxy's Host header.
+//
+// State-changing requests from another origin are refused
 // (net/http's CrossOriginProtection), so a web page cannot make an
 // operator's browser replay events.
 //

@@ -47,7 +47,7 @@ func checkText(inputs ...textInput) error {
 // browser offers them.
 var States = []string{
 	dedupe.StateReceived, dedupe.StateQueued, dedupe.StatusRunning, dedupe.StatusDone,
-	dedupe.StatusFailed, dedupe.StatusDead, dedupe.StatusSkippedStale,
+	dedupe.StatusFailed, dedupe.StatusDead, dedupe.StatusSkippedStale, dedupe.StateRecordedOnly,
 }
 
 func validState(s string) bool {

@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -76,11 +77,32 @@ type bundle struct {
 }
 
 type options struct {
-	token       string
-	hosts       []string
-	now         func() time.Time
-	maxAttempts int
+	// token is the full-access token requests carry; defaults to
+	// testToken unless off or unsafeLoopback.
+	token string
+	// moreTokens and readOnlyTokens are more configured tokens.
+	moreTokens, readOnlyTokens []string
+	// unsafeLoopback configures no token and opts in to tokenless
+	// loopback access; off configures nothing (admin off).
+	unsafeLoopback, off bool
+	// allowQueueActions serves the dashboard with its actions on (and a
+	// read-only one to read-only sessions).
+	allowQueueActions bool
+	hosts             []string
+	now               func() time.Time
+	maxAttempts       int
+	// loseRequeues makes the replays' own enqueues vanish, as if Redis
+	// lost them: only what Postgres records gets the work done.
+	loseRequeues bool
 }
+
+// lostRequeues takes a replay's enqueue and drops it.
+type lostRequeues struct{}
+
+func (lostRequeues) Requeue(context.Context, jobs.DeliverPayload) error { return nil }
+
+// testToken is the admin token of a bundle that names none.
+const testToken = "admin-test-token-0123456789"
 
 const destName = "billing"
 
@@ -96,16 +118,33 @@ func setup(t *testing.T, o options) *bundle {
 	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	gw := gateway.New(gateway.Config{Registry: prometheus.NewRegistry(), Logger: log}, nil, nil)
-	adm := admin.New(p.Store, p.Store, p.Enqueuer, admin.Config{
-		Token:        o.token,
-		Hosts:        o.hosts,
-		Now:          o.now,
-		Routes:       p.Routes,
-		Dashboard:    admin.NewDashboard(p.Redis.Client, true),
-		Destinations: jobs.NewDestinations(p.Store, p.Enqueuer, p.Routes, jobs.DestinationsConfig{Logger: log}),
-		Logger:       log,
-		BulkLimit:    50,
-	})
+	if o.token == "" && !o.off && !o.unsafeLoopback {
+		o.token = testToken
+	}
+	cfg := admin.Config{
+		ReadOnlyTokens:          o.readOnlyTokens,
+		UnsafeTokenlessLoopback: o.unsafeLoopback,
+		Hosts:                   o.hosts,
+		Now:                     o.now,
+		Routes:                  p.Routes,
+		Dashboard:               admin.NewDashboard(p.Redis.Client, !o.allowQueueActions),
+		Destinations:            jobs.NewDestinations(p.Store, p.Enqueuer, p.Routes, jobs.DestinationsConfig{Logger: log}),
+		Logger:                  log,
+		BulkLimit:               50,
+	}
+	if o.token != "" {
+		cfg.Tokens = append([]string{o.token}, o.moreTokens...)
+	}
+	if o.allowQueueActions {
+		cfg.ReadOnlyDashboard = admin.NewDashboard(p.Redis.Client, true)
+	}
+	var queue interface {
+		Requeue(context.Context, jobs.DeliverPayload) error
+	} = p.Enqueuer
+	if o.loseRequeues {
+		queue = lostRequeues{}
+	}
+	adm := admin.New(p.Store, p.Store, queue, cfg)
 	adm.Mount(gw.Echo())
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)

@@ -170,6 +170,19 @@ func (a *Admin) replayDestination(ctx context.Context, log *slog.Logger, req Rep
 		log.InfoContext(ctx, "forced replay recorded: new generation",
 			slog.String("key", nr.Key), slog.Int("generation", nr.Generation), slog.String("destination", dest))
 	case run == nil:
+		opened, ok, err := a.runs.OpenFirstRun(ctx, dedupe.FirstRun{
+			Key: rr.Key, Source: req.Source, ExternalID: req.EventID, Destination: dest,
+			MaxAttempts: a.cfg.Routes[req.Source][dest].WithDefaults().MaxAttempts,
+			By:          req.By, Reason: req.Reason,
+		})
+		if err != nil {
+			return rr, err
+		}
+		rr.Status = opened.Status
+		if !ok {
+			rr.Action = ActionInProgress
+			return rr, nil
+		}
 		rr.Action = ActionEnqueued
 	case run.Status == dedupe.StatusDone:
 		rr.Action, rr.Result = ActionStoredResult, json.RawMessage(run.Result)

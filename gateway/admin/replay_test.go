@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/admin"
 	"github.com/webhookd/webhookd/internal/pipelinetest"
+	"github.com/webhookd/webhookd/jobs"
 )
 
 func TestReplayDoneAnswersStoredResultAndCallsNothing(t *testing.T) {
@@ -256,5 +258,77 @@ func TestBulkReplayDryRunThenCapped(t *testing.T) {
 	}
 	if code := b.do(t, "POST", "/admin/replay", `{"state":"bogus"}`, nil); code != http.StatusBadRequest {
 		t.Errorf("unknown state: %d, want 400", code)
+	}
+}
+
+// TestReplayForwardsARecordedOnlyEvent: an event imported as delivered
+// elsewhere shows as recorded_only (listing filter, API, page) and is
+// never called, until a replay forwards it: its first run, then done.
+func TestReplayForwardsARecordedOnlyEvent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	_, err := b.p.Store.ImportEvents(t.Context(), []dedupe.ImportedEvent{{Event: dedupe.Event{
+		Source: pipelinetest.Source, ExternalID: "evt_elsewhere", ContentType: "application/json", Payload: []byte(`{"id":"evt_elsewhere"}`),
+	}}}, dedupe.ImportOptions{RecordOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Events []struct {
+			EventID      string `json:"event_id"`
+			State        string `json:"state"`
+			RecordedOnly bool   `json:"recorded_only"`
+		} `json:"events"`
+	}
+	if code := b.do(t, "GET", "/admin/events?state=recorded_only", "", &list); code != http.StatusOK || len(list.Events) != 1 ||
+		list.Events[0].EventID != "evt_elsewhere" || !list.Events[0].RecordedOnly || list.Events[0].State != dedupe.StateRecordedOnly {
+		t.Fatalf("listing by state recorded_only: %d %+v", code, list)
+	}
+	req, _ := http.NewRequest("GET", b.srv.URL+"/admin/view/stripe/evt_elsewhere", nil)
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), "imported as delivered elsewhere") || !strings.Contains(string(page), `id="event-state">recorded_only<`) {
+		t.Errorf("event page of a recorded-only event:\n%s", page)
+	}
+	stays(t, time.Second, "destination calls", func() bool { return b.dest.total() == 0 })
+
+	var res admin.ReplayResult
+	if code := b.do(t, "POST", "/admin/events/stripe/evt_elsewhere/replay", "", &res); code != http.StatusAccepted ||
+		len(res.Runs) != 1 || res.Runs[0].Action != admin.ActionEnqueued {
+		t.Fatalf("replay of a recorded-only event: %d %+v", code, res)
+	}
+	b.waitState(t, "evt_elsewhere", dedupe.StatusDone)
+	if n := b.dest.calls(jobs.Key(pipelinetest.Source, destName, "evt_elsewhere", 1)); n != 1 {
+		t.Errorf("destination calls after the replay: %d, want 1", n)
+	}
+}
+
+// TestReplayOfARecordedOnlyEventOutlivesALostTask: an event imported
+// as delivered elsewhere has no outbox row; its replay records the
+// destination's first run in Postgres, due now, so when the replay's
+// task never reaches Redis the reconciler writes it and the event is
+// delivered once.
+func TestReplayOfARecordedOnlyEventOutlivesALostTask(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{loseRequeues: true})
+	_, err := b.p.Store.ImportEvents(t.Context(), []dedupe.ImportedEvent{{Event: dedupe.Event{
+		Source: pipelinetest.Source, ExternalID: "evt_lost", ContentType: "application/json", Payload: []byte(`{"id":"evt_lost"}`),
+	}}}, dedupe.ImportOptions{RecordOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res admin.ReplayResult
+	if code := b.do(t, "POST", "/admin/events/stripe/evt_lost/replay", "", &res); code != http.StatusAccepted ||
+		len(res.Runs) != 1 || res.Runs[0].Action != admin.ActionEnqueued {
+		t.Fatalf("replay of a recorded-only event: %d %+v", code, res)
+	}
+	b.waitState(t, "evt_lost", dedupe.StatusDone)
+	if n := b.dest.calls(jobs.Key(pipelinetest.Source, destName, "evt_lost", 1)); n != 1 {
+		t.Errorf("destination calls: %d, want 1", n)
 	}
 }

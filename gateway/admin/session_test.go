@@ -3,6 +3,7 @@ package admin_test
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -139,5 +140,57 @@ func TestAdminSessionExpiresAndLogsOut(t *testing.T) {
 	}
 	if cs := resp.Cookies(); len(cs) != 1 || cs[0].Name != c.Name || cs[0].MaxAge >= 0 || cs[0].Value != "" {
 		t.Errorf("logout cookies %+v, want the session cleared", cs)
+	}
+}
+
+// TestAdminSessionCookieFlags: the session cookie is HttpOnly and
+// SameSite=Strict, and Secure when webhookd itself serves TLS; a plain
+// HTTP answer cannot mark it Secure (a proxy's X-Forwarded-Proto is not
+// trusted). Logging out clears it with the same flags.
+func TestAdminSessionCookieFlags(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	tlsSrv := httptest.NewTLSServer(b.gw)
+	t.Cleanup(tlsSrv.Close)
+	for _, tc := range []struct {
+		name         string
+		base         string
+		client       *http.Client
+		header       http.Header
+		expectSecure bool
+	}{
+		{"TLS", tlsSrv.URL, tlsSrv.Client(), nil, true},
+		{"plain HTTP", b.srv.URL, &http.Client{}, nil, false},
+		{"plain HTTP claiming https", b.srv.URL, &http.Client{}, http.Header{"X-Forwarded-Proto": {"https"}}, false},
+	} {
+		client := *tc.client
+		client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		req, _ := http.NewRequest("POST", tc.base+"/admin/login", strings.NewReader(url.Values{"token": {testToken}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range tc.header {
+			req.Header[k] = v
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+			t.Fatalf("%s: login %d %v", tc.name, resp.StatusCode, resp.Cookies())
+		}
+		c := resp.Cookies()[0]
+		if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Secure != tc.expectSecure || c.Path != "/admin" || c.MaxAge <= 0 {
+			t.Errorf("%s: session cookie %+v, want HttpOnly, SameSite=Strict, Secure=%v", tc.name, c, tc.expectSecure)
+		}
+		out, _ := http.NewRequest("POST", tc.base+"/admin/logout", nil)
+		out.AddCookie(c)
+		resp, err = client.Do(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if cs := resp.Cookies(); len(cs) != 1 || cs[0].MaxAge >= 0 || !cs[0].HttpOnly || cs[0].Secure != tc.expectSecure {
+			t.Errorf("%s: logout cookie %+v", tc.name, cs)
+		}
 	}
 }
