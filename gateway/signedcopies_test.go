@@ -59,7 +59,7 @@ func startCopies(t *testing.T, window time.Duration) *copiesBundle {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := eventid.Parse(verify.DefaultEventID(cs.cfg.Scheme))
+		id, err := eventid.Parse(verify.SchemeDefaults(cs.cfg.Scheme).EventID)
 		if err != nil {
 			t.Fatal(err)
 		}

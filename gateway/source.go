@@ -68,7 +68,7 @@ func NewSource(spec SourceSpec) (Source, error) {
 	}
 	idSpec := spec.EventID
 	if idSpec == "" {
-		idSpec = verify.DefaultEventID(spec.Verify.Scheme)
+		idSpec = verify.SchemeDefaults(spec.Verify.Scheme).EventID
 	}
 	id, err := eventid.Parse(idSpec)
 	if err != nil {

@@ -55,22 +55,22 @@ type config struct {
 
 // workerConf tunes the worker side.
 type workerConf struct {
-	Concurrency  int      `yaml:"concurrency"`
-	RetryBase    duration `yaml:"retry_base"`
-	RetryMax     duration `yaml:"retry_max"`
-	DefaultHold  duration `yaml:"default_hold"`
-	ShutdownWait duration `yaml:"shutdown_timeout"`
-	// RecoveryEvery is the time between recovery passes (the reconciler:
+	Concurrency     int      `yaml:"concurrency"`
+	RetryBase       duration `yaml:"retry_base"`
+	RetryMax        duration `yaml:"retry_max"`
+	DefaultHold     duration `yaml:"default_hold"`
+	ShutdownTimeout duration `yaml:"shutdown_timeout"`
+	// RecoveryInterval is the time between recovery passes (the reconciler:
 	// expired leases, due retries, unclaimed events). Defaults to lease/2,
 	// at most 2s; it may not exceed lease/2.
-	RecoveryEvery duration `yaml:"recovery_interval"`
+	RecoveryInterval duration `yaml:"recovery_interval"`
 	// RecoveryMinAge leaves events recorded more recently than this to the
 	// relay's fast path. Defaults to 2s.
 	RecoveryMinAge duration `yaml:"recovery_min_age"`
-	// RetentionEvery is the time between retention runs. Defaults to 1h.
-	RetentionEvery duration `yaml:"retention_interval"`
-	// DuplicateCheckEvery is the time between duplicate checks. Defaults to 10m.
-	DuplicateCheckEvery duration `yaml:"duplicate_check_interval"`
+	// RetentionInterval is the time between retention runs. Defaults to 1h.
+	RetentionInterval duration `yaml:"retention_interval"`
+	// DuplicateCheckInterval is the time between duplicate checks. Defaults to 10m.
+	DuplicateCheckInterval duration `yaml:"duplicate_check_interval"`
 }
 
 // adminConf tunes the admin surface. Its tokens add to admin_token;
@@ -350,8 +350,8 @@ func (c *config) setDefaults() {
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
 	}
-	if c.Worker.RecoveryEvery == 0 {
-		c.Worker.RecoveryEvery = min(c.Lease/2, duration(2*time.Second))
+	if c.Worker.RecoveryInterval == 0 {
+		c.Worker.RecoveryInterval = min(c.Lease/2, duration(2*time.Second))
 	}
 	if c.Worker.RecoveryMinAge == 0 {
 		c.Worker.RecoveryMinAge = duration(2 * time.Second)
@@ -382,7 +382,7 @@ func (c *config) validate() error {
 	default:
 		return c.fieldError("must be debug, info, warn or error", "log_level")
 	}
-	if c.Worker.RecoveryEvery > c.Lease/2 {
+	if c.Worker.RecoveryInterval > c.Lease/2 {
 		return c.fieldError("must be at most lease/2, so an expired lease is found promptly", "worker", "recovery_interval")
 	}
 	if c.Worker.Concurrency < 0 {
@@ -580,7 +580,7 @@ func (s sourceConf) eventIDSpec() string {
 	if s.EventID != "" {
 		return s.EventID
 	}
-	return verify.DefaultEventID(s.Verify.Scheme)
+	return verify.SchemeDefaults(s.Verify.Scheme).EventID
 }
 
 // process returns the webhookd process configuration of this file, for
@@ -614,15 +614,15 @@ func (c *config) process(r webhookd.Roles) (webhookd.Config, error) {
 			Concurrency:     c.Worker.Concurrency,
 			Backoff:         backoff,
 			DefaultHold:     c.Worker.DefaultHold.std(),
-			ShutdownTimeout: c.Worker.ShutdownWait.std(),
+			ShutdownTimeout: c.Worker.ShutdownTimeout.std(),
 		},
 		Recovery: jobs.ReconcilerConfig{
-			Interval: c.Worker.RecoveryEvery.std(),
+			Interval: c.Worker.RecoveryInterval.std(),
 			MinAge:   c.Worker.RecoveryMinAge.std(),
 		},
 		Maintenance: jobs.MaintenanceConfig{
-			RetentionInterval:      c.Worker.RetentionEvery.std(),
-			DuplicateCheckInterval: c.Worker.DuplicateCheckEvery.std(),
+			RetentionInterval:      c.Worker.RetentionInterval.std(),
+			DuplicateCheckInterval: c.Worker.DuplicateCheckInterval.std(),
 		},
 	}, nil
 }

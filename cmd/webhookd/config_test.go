@@ -71,9 +71,9 @@ func TestParseConfig(t *testing.T) {
 	if cfg.DatabaseURL != "postgres://postgres@db:5432/prod" {
 		t.Errorf("DATABASE_URL did not override the file: %s", cfg.DatabaseURL)
 	}
-	if cfg.Lease.std() != time.Minute || cfg.Worker.RecoveryEvery.std() != 2*time.Second || cfg.Worker.RecoveryMinAge.std() != 2*time.Second {
+	if cfg.Lease.std() != time.Minute || cfg.Worker.RecoveryInterval.std() != 2*time.Second || cfg.Worker.RecoveryMinAge.std() != 2*time.Second {
 		t.Errorf("lease %s, recovery interval %s, min age %s; want 1m, 2s and 2s",
-			cfg.Lease.std(), cfg.Worker.RecoveryEvery.std(), cfg.Worker.RecoveryMinAge.std())
+			cfg.Lease.std(), cfg.Worker.RecoveryInterval.std(), cfg.Worker.RecoveryMinAge.std())
 	}
 	routes := cfg.routes()
 	if d := routes["stripe"]["billing"]; d.MaxAttempts != 3 || d.Timeout != 10*time.Second || d.SigningSecret != signingSecret {

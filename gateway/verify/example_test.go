@@ -52,7 +52,7 @@ func ExampleNew() {
 		panic(err)
 	}
 	fmt.Println(v.Verify(verify.Request{Header: header, Body: body}, now))
-	fmt.Println(verify.DefaultEventID(cfg.Scheme))
+	fmt.Println(verify.SchemeDefaults(cfg.Scheme).EventID)
 	// Output:
 	// <nil>
 	// header:webhook-id

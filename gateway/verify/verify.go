@@ -191,31 +191,6 @@ func Sign(cfg Config, body []byte, now time.Time, msgID string) (header http.Hea
 	return s.sign(body, now, msgID)
 }
 
-// DefaultEventID returns the event id spec (see package eventid) used when
-// a source of the given scheme configures none: stripe "json:id", github
-// "header:X-GitHub-Delivery", standard "header:webhook-id", shopify
-// "header:X-Shopify-Webhook-Id", slack "json:event_id", twilio
-// "header:I-Twilio-Idempotency-Token". For hmac-sha256, none and unknown
-// schemes it returns "" (the source must configure one).
-func DefaultEventID(scheme string) string {
-	switch scheme {
-	case SchemeStripe:
-		return "json:id"
-	case SchemeGitHub:
-		return "header:X-GitHub-Delivery"
-	case SchemeStandard:
-		return "header:webhook-id"
-	case SchemeShopify:
-		return "header:X-Shopify-Webhook-Id"
-	case SchemeSlack:
-		return "json:event_id"
-	case SchemeTwilio:
-		return "header:I-Twilio-Idempotency-Token"
-	default:
-		return ""
-	}
-}
-
 func build(cfg Config) (scheme, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.Tolerance < 0 {

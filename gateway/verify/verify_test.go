@@ -690,7 +690,7 @@ func TestGenericTemplate(t *testing.T) {
 	}
 }
 
-func TestDefaultEventID(t *testing.T) {
+func TestSchemeDefaultEventID(t *testing.T) {
 	t.Parallel()
 	for scheme, want := range map[string]string{
 		"stripe":      "json:id",
@@ -703,8 +703,8 @@ func TestDefaultEventID(t *testing.T) {
 		"none":        "",
 		"bogus":       "",
 	} {
-		if got := DefaultEventID(scheme); got != want {
-			t.Errorf("DefaultEventID(%s) = %q, want %q", scheme, got, want)
+		if got := SchemeDefaults(scheme).EventID; got != want {
+			t.Errorf("SchemeDefaults(%s).EventID = %q, want %q", scheme, got, want)
 		}
 	}
 }

@@ -56,7 +56,7 @@ func (s Source) withDefaults() Source {
 		s.Destination = "sink"
 	}
 	if s.EventID == "" {
-		s.EventID = verify.DefaultEventID(s.Verify.Scheme)
+		s.EventID = verify.SchemeDefaults(s.Verify.Scheme).EventID
 	}
 	if s.EventID == "" {
 		s.EventID = "header:X-Bench-Event-Id"
