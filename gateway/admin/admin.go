@@ -253,7 +253,8 @@ func httpError(err error) error {
 		return echo.NewHTTPError(http.StatusNotFound, "event not found")
 	case errors.Is(err, jobs.ErrUnknownSource), errors.Is(err, jobs.ErrUnknownDestination):
 		return echo.NewHTTPError(http.StatusUnprocessableEntity, err.Error())
-	case errors.Is(err, dedupe.ErrBadCursor), errors.Is(err, ErrBadFilter), errors.Is(err, textfield.ErrInvalid):
+	case errors.Is(err, dedupe.ErrBadCursor), errors.Is(err, ErrBadFilter), errors.Is(err, ErrBadReplay),
+		errors.Is(err, textfield.ErrInvalid):
 		return echo.NewHTTPError(http.StatusBadRequest, err.Error())
 	case errors.Is(err, ErrEnqueueFailed):
 		return echo.NewHTTPError(http.StatusServiceUnavailable, strings.TrimSpace(err.Error()))

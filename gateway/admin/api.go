@@ -193,16 +193,26 @@ func (a *Admin) getEvent(c echo.Context) error {
 	return c.JSON(http.StatusOK, toDetailJSON(d))
 }
 
-// bindInput reads a POST's body (JSON or form) into dst, then lets query
-// parameters of the same names override it (Echo binds the query only
-// for GET and DELETE).
+// bindInput reads a POST's optional JSON body into dst (415 for a body
+// that is not JSON: a form-encoded body is never read as empty), then
+// lets query parameters of the same names override it.
 func bindInput(c echo.Context, dst any, query func(*echo.ValueBinder)) error {
-	if err := (&echo.DefaultBinder{}).BindBody(c, dst); err != nil {
+	if err := bindJSONBody(c, dst); err != nil {
 		return err
 	}
 	b := echo.QueryParamsBinder(c)
 	query(b)
 	return b.BindError()
+}
+
+// bindError answers a request whose input did not bind: the status
+// bindJSONBody chose (415, 400), else 400.
+func bindError(what string, err error) error {
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		return err
+	}
+	return echo.NewHTTPError(http.StatusBadRequest, "invalid "+what+" request: "+err.Error())
 }
 
 // unescape decodes a path parameter. Echo routes on the raw (escaped)
@@ -257,7 +267,7 @@ func (a *Admin) replayEvent(c echo.Context) error {
 	if err := bindInput(c, &in, func(b *echo.ValueBinder) {
 		b.Bool("force", &in.Force).String("destination", &in.Destination).String("by", &in.By).String("reason", &in.Reason)
 	}); err != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, "invalid replay request: "+err.Error())
+		return bindError("replay", err)
 	}
 	res, err := a.replay(c.Request().Context(), a.requestLog(c), ReplayRequest{
 		Source: source, EventID: id, Destination: in.Destination, Force: in.Force, By: in.By, Reason: in.Reason,
@@ -281,16 +291,17 @@ func (a *Admin) replayEvent(c echo.Context) error {
 // bulkInput is POST /admin/replay's JSON body (or query parameters).
 // DryRun defaults to true: acting needs "dry_run": false.
 type bulkInput struct {
-	Source string `json:"source" query:"source"`
-	State  string `json:"state" query:"state"`
-	Since  string `json:"since" query:"since"`
-	Until  string `json:"until" query:"until"`
-	Cursor string `json:"cursor" query:"cursor"`
-	Limit  int    `json:"limit" query:"limit"`
-	DryRun *bool  `json:"dry_run" query:"dry_run"`
-	Force  bool   `json:"force" query:"force"`
-	By     string `json:"by" query:"by"`
-	Reason string `json:"reason" query:"reason"`
+	Source      string `json:"source" query:"source"`
+	State       string `json:"state" query:"state"`
+	Destination string `json:"destination" query:"destination"`
+	Since       string `json:"since" query:"since"`
+	Until       string `json:"until" query:"until"`
+	Cursor      string `json:"cursor" query:"cursor"`
+	Limit       int    `json:"limit" query:"limit"`
+	DryRun      *bool  `json:"dry_run" query:"dry_run"`
+	Force       bool   `json:"force" query:"force"`
+	By          string `json:"by" query:"by"`
+	Reason      string `json:"reason" query:"reason"`
 }
 
 // bulkReplay handles POST /admin/replay.
@@ -299,14 +310,14 @@ func (a *Admin) bulkReplay(c echo.Context) error {
 	if err := bindInput(c, &in, func(b *echo.ValueBinder) {
 		b.String("source", &in.Source).String("state", &in.State).String("since", &in.Since).
 			String("until", &in.Until).String("cursor", &in.Cursor).Int("limit", &in.Limit).
-			Bool("force", &in.Force).String("by", &in.By).String("reason", &in.Reason)
+			String("destination", &in.Destination).Bool("force", &in.Force).String("by", &in.By).String("reason", &in.Reason)
 		if v := c.QueryParam("dry_run"); v != "" {
 			var dry bool
 			b.Bool("dry_run", &dry)
 			in.DryRun = &dry
 		}
 	}); err != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, "invalid bulk replay request: "+err.Error())
+		return bindError("bulk replay", err)
 	}
 	now := time.Now()
 	since, err := ParseTime(in.Since, now)
@@ -321,7 +332,7 @@ func (a *Admin) bulkReplay(c echo.Context) error {
 	log := a.requestLog(c)
 	res, err := a.bulkReplayWith(c.Request().Context(), log, BulkRequest{
 		Source: in.Source, State: in.State, Since: since, Until: until, Cursor: in.Cursor, Limit: in.Limit,
-		DryRun: dry, Force: in.Force, By: in.By, Reason: in.Reason,
+		DryRun: dry, Destination: in.Destination, Force: in.Force, By: in.By, Reason: in.Reason,
 	})
 	if err != nil {
 		return httpError(err)

@@ -138,7 +138,10 @@ func (a *Admin) browseList(c echo.Context) error {
 
 type eventPage struct {
 	viewer
-	Event      dedupe.EventDetail
+	Event dedupe.EventDetail
+	// Destinations are the source's configured destinations, offered
+	// by the force replay.
+	Destinations []string
 	Payload    string
 	Headers    string
 	Flash      string
@@ -164,7 +167,8 @@ func (a *Admin) browseEvent(c echo.Context) error {
 	if err != nil {
 		return httpError(err)
 	}
-	data := eventPage{Event: d, Payload: showPayload(d.Payload), Headers: indentJSON(d.Headers), Flash: flashes[c.QueryParam("replayed")]}
+	dests, _ := a.destinations(source)
+	data := eventPage{Event: d, Destinations: dests, Payload: showPayload(d.Payload), Headers: indentJSON(d.Headers), Flash: flashes[c.QueryParam("replayed")]}
 	if c.QueryParam("error") != "" {
 		data.FlashError = "The replay was recorded but could not be enqueued (is Redis up?). Replay again without force."
 	}
@@ -183,7 +187,7 @@ func (a *Admin) browseReplay(c echo.Context) error {
 		return err
 	}
 	req := ReplayRequest{
-		Source: source, EventID: id, Force: r.PostForm.Get("force") == "true",
+		Source: source, EventID: id, Force: r.PostForm.Get("force") == "true", Destination: r.PostForm.Get("destination"),
 		By: strings.TrimSpace(r.PostForm.Get("by")), Reason: strings.TrimSpace(r.PostForm.Get("reason")),
 	}
 	res, err := a.replay(c.Request().Context(), a.requestLog(c), req)

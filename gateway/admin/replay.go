@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/webhookd/webhookd/dedupe"
@@ -18,7 +19,16 @@ var (
 	// not be handed to the queue (Redis down). The run is visible on the
 	// event; replaying it again (without force) enqueues it.
 	ErrEnqueueFailed = errors.New("replay recorded but not enqueued; replay again without force once the queue answers")
+	// ErrBadReplay is returned for a replay request that cannot be acted
+	// on as asked: a forced replay that names no destination (a name, or
+	// AllDestinations) or gives no reason (400).
+	ErrBadReplay = errors.New("invalid replay request")
 )
+
+// AllDestinations, as a replay's destination, names every destination of
+// the event's source; a forced replay must name its destinations, this
+// or one name.
+const AllDestinations = "*"
 
 // Replay actions, per destination, as reported in RunReplay.Action.
 const (
@@ -45,13 +55,30 @@ const (
 type ReplayRequest struct {
 	Source  string
 	EventID string
-	// Destination limits the replay to one destination; empty means all.
+	// Destination limits the replay to one destination; empty or
+	// AllDestinations means all.
 	Destination string
-	// Force starts a new generation even for a done run.
+	// Force starts a new generation even for a done run. It must name
+	// its Destination (a name or AllDestinations) and give a Reason: a
+	// forced replay sends again to destinations that are done.
 	Force bool
 	// By and Reason are recorded on the run and in the audit log line.
 	// By defaults to "admin".
 	By, Reason string
+}
+
+// checkForce returns ErrBadReplay when a forced replay does not name its
+// destinations or give a reason.
+func checkForce(force bool, destination, reason string) error {
+	switch {
+	case !force:
+		return nil
+	case destination == "":
+		return fmt.Errorf("%w: a forced replay sends again, even to destinations that are done: name destination=<name>, or destination=%s for all", ErrBadReplay, AllDestinations)
+	case strings.TrimSpace(reason) == "":
+		return fmt.Errorf("%w: a forced replay needs a reason (recorded on the run)", ErrBadReplay)
+	}
+	return nil
 }
 
 // ReplayResult says what a replay did, per destination.
@@ -99,11 +126,14 @@ func (a *Admin) replay(ctx context.Context, log *slog.Logger, req ReplayRequest)
 		textInput{"reason", req.Reason, maxNoteBytes}); err != nil {
 		return res, err
 	}
+	if err := checkForce(req.Force, req.Destination, req.Reason); err != nil {
+		return res, err
+	}
 	dests, err := a.destinations(req.Source)
 	if err != nil {
 		return res, err
 	}
-	if req.Destination != "" {
+	if req.Destination != "" && req.Destination != AllDestinations {
 		if !slices.Contains(dests, req.Destination) {
 			return res, fmt.Errorf("%w: %s", jobs.ErrUnknownDestination, req.Destination)
 		}
@@ -237,9 +267,12 @@ type BulkRequest struct {
 	Limit int
 	// DryRun only counts and lists what would be replayed.
 	DryRun bool
-	// Force, By and Reason are as in ReplayRequest.
-	Force      bool
-	By, Reason string
+	// Destination, Force, By and Reason are as in ReplayRequest; a
+	// Destination other than AllDestinations also keeps only the events
+	// of sources that have it.
+	Destination string
+	Force       bool
+	By, Reason  string
 }
 
 // BulkResult says what a bulk replay did (or would do).
@@ -292,7 +325,11 @@ func (a *Admin) bulkReplayWith(ctx context.Context, log *slog.Logger, req BulkRe
 	}
 	limit = min(limit, a.cfg.BulkLimit)
 	if err := checkText(textInput{"source", req.Source, maxNameBytes}, textInput{"cursor", req.Cursor, maxCursorBytes},
+		textInput{"destination", req.Destination, maxNameBytes},
 		textInput{"by", req.By, maxNoteBytes}, textInput{"reason", req.Reason, maxNoteBytes}); err != nil {
+		return BulkResult{}, err
+	}
+	if err := checkForce(req.Force, req.Destination, req.Reason); err != nil {
 		return BulkResult{}, err
 	}
 	if req.State != "" && !validState(req.State) {
@@ -325,7 +362,7 @@ func (a *Admin) bulkReplayWith(ctx context.Context, log *slog.Logger, req BulkRe
 		br := BulkReplay{Source: ev.Source, EventID: ev.ExternalID, State: ev.State}
 		if !req.DryRun {
 			res, err := a.replay(ctx, log, ReplayRequest{
-				Source: ev.Source, EventID: ev.ExternalID, Force: req.Force, By: req.By, Reason: req.Reason,
+				Source: ev.Source, EventID: ev.ExternalID, Destination: req.Destination, Force: req.Force, By: req.By, Reason: req.Reason,
 			})
 			br.Runs = res.Runs
 			if err != nil {
