@@ -43,8 +43,10 @@ type EventFilter struct {
 
 // EventSummary is one row of the admin listing.
 type EventSummary struct {
-	Source         string
-	ExternalID     string
+	Source     string
+	ExternalID string
+	// EventType is the type the sender gave the event, or empty.
+	EventType      string
 	ReceivedAt     time.Time
 	LastReceivedAt time.Time
 	Deliveries     int
@@ -157,7 +159,7 @@ func listOrder(t string) string {
 }
 
 // summaryColumns are an EventSummary's columns of events, in scan order.
-const summaryColumns = `e.source, e.external_id, e.received_at, e.last_received_at, e.deliveries, e.content_type,
+const summaryColumns = `e.source, e.external_id, COALESCE(e.event_type, '') AS event_type, e.received_at, e.last_received_at, e.deliveries, e.content_type,
        length(e.payload) AS payload_bytes, e.recorded_only`
 
 // withStateSQL gives each row of the scan (the events of summaryColumns)
@@ -271,7 +273,7 @@ func (s *Store) ListEvents(ctx context.Context, f EventFilter) (EventPage, error
 
 func scanSummary(row pgx.CollectableRow) (EventSummary, error) {
 	var e EventSummary
-	err := row.Scan(&e.Source, &e.ExternalID, &e.ReceivedAt, &e.LastReceivedAt, &e.Deliveries,
+	err := row.Scan(&e.Source, &e.ExternalID, &e.EventType, &e.ReceivedAt, &e.LastReceivedAt, &e.Deliveries,
 		&e.ContentType, &e.PayloadBytes, &e.RecordedOnly, &e.HandedOff, &e.RunStatuses, &e.State)
 	return e, err
 }

@@ -16,10 +16,11 @@ import (
 	"github.com/webhookd/webhookd/dedupe"
 )
 
-// eventJSON is an event in the API's answers.
-type eventJSON struct {
+// EventJSON is an event in the API's answers (GET /admin/events).
+type EventJSON struct {
 	Source         string    `json:"source"`
 	EventID        string    `json:"event_id"`
+	EventType      string    `json:"event_type"`
 	State          string    `json:"state"`
 	ReceivedAt     time.Time `json:"received_at"`
 	LastReceivedAt time.Time `json:"last_received_at"`
@@ -33,9 +34,9 @@ type eventJSON struct {
 	RunStatuses  []string `json:"run_statuses"`
 }
 
-func toEventJSON(e dedupe.EventSummary) eventJSON {
-	return eventJSON{
-		Source: e.Source, EventID: e.ExternalID, State: e.State, ReceivedAt: e.ReceivedAt,
+func toEventJSON(e dedupe.EventSummary) EventJSON {
+	return EventJSON{
+		Source: e.Source, EventID: e.ExternalID, EventType: e.EventType, State: e.State, ReceivedAt: e.ReceivedAt,
 		LastReceivedAt: e.LastReceivedAt, Deliveries: e.Deliveries, ContentType: e.ContentType,
 		PayloadBytes: e.PayloadBytes, HandedOff: e.HandedOff, RecordedOnly: e.RecordedOnly, RunStatuses: nonNil(e.RunStatuses),
 	}
@@ -48,9 +49,9 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// eventDetailJSON is GET /admin/events/:source/:id's answer.
-type eventDetailJSON struct {
-	eventJSON
+// EventDetailJSON is GET /admin/events/:source/:id's answer.
+type EventDetailJSON struct {
+	EventJSON
 	Headers json.RawMessage `json:"headers"`
 	// Payload is the raw body when it is UTF-8 text; PayloadBase64
 	// otherwise.
@@ -58,11 +59,12 @@ type eventDetailJSON struct {
 	PayloadBase64 string        `json:"payload_base64,omitempty"`
 	OrderEntity   string        `json:"order_entity,omitempty"`
 	OrderVersion  string        `json:"order_version,omitempty"`
-	Runs          []runJSON     `json:"runs"`
-	Attempts      []attemptJSON `json:"attempts"`
+	Runs          []RunJSON     `json:"runs"`
+	Attempts      []AttemptJSON `json:"attempts"`
 }
 
-type runJSON struct {
+// RunJSON is one run of an event in EventDetailJSON.
+type RunJSON struct {
 	Key          string          `json:"key"`
 	Destination  string          `json:"destination"`
 	Generation   int             `json:"generation"`
@@ -81,7 +83,8 @@ type runJSON struct {
 	ReplayReason string          `json:"replay_reason,omitempty"`
 }
 
-type attemptJSON struct {
+// AttemptJSON is one destination call in EventDetailJSON.
+type AttemptJSON struct {
 	Key        string    `json:"key"`
 	Call       int       `json:"call"`
 	StatusCode int       `json:"status_code,omitempty"`
@@ -94,14 +97,14 @@ type attemptJSON struct {
 	Outcome string `json:"outcome,omitempty"`
 }
 
-func toDetailJSON(d dedupe.EventDetail) eventDetailJSON {
-	out := eventDetailJSON{
-		eventJSON:    toEventJSON(d.EventSummary),
+func toDetailJSON(d dedupe.EventDetail) EventDetailJSON {
+	out := EventDetailJSON{
+		EventJSON:    toEventJSON(d.EventSummary),
 		Headers:      json.RawMessage(d.Headers),
 		OrderEntity:  d.OrderEntity,
 		OrderVersion: d.OrderVersion,
-		Runs:         []runJSON{},
-		Attempts:     []attemptJSON{},
+		Runs:         []RunJSON{},
+		Attempts:     []AttemptJSON{},
 	}
 	if utf8.Valid(d.Payload) {
 		s := string(d.Payload)
@@ -110,7 +113,7 @@ func toDetailJSON(d dedupe.EventDetail) eventDetailJSON {
 		out.PayloadBase64 = base64.StdEncoding.EncodeToString(d.Payload)
 	}
 	for _, r := range d.Runs {
-		out.Runs = append(out.Runs, runJSON{
+		out.Runs = append(out.Runs, RunJSON{
 			Key: r.Key, Destination: r.Destination, Generation: r.Generation, Status: r.Status,
 			Attempts: r.Attempts, Calls: r.Calls, MaxAttempts: r.MaxAttempts, Permanent: r.Permanent,
 			Result: json.RawMessage(r.Result), LastError: r.LastError, CreatedAt: r.CreatedAt,
@@ -119,7 +122,7 @@ func toDetailJSON(d dedupe.EventDetail) eventDetailJSON {
 		})
 	}
 	for _, at := range d.Attempts {
-		out.Attempts = append(out.Attempts, attemptJSON{
+		out.Attempts = append(out.Attempts, AttemptJSON{
 			Key: at.Key, Call: at.Call, StatusCode: at.StatusCode, Succeeded: at.Succeeded, Error: at.Error,
 			DurationMS: float64(at.Duration.Microseconds()) / 1000, At: at.CreatedAt,
 			State: at.State, Outcome: at.Outcome,
@@ -160,6 +163,13 @@ func (a *Admin) filterFrom(c echo.Context) (dedupe.EventFilter, error) {
 	return f, nil
 }
 
+// EventListJSON is GET /admin/events's answer.
+type EventListJSON struct {
+	Events []EventJSON `json:"events"`
+	// Next lists older events; empty on the last page.
+	Next string `json:"next_cursor,omitempty"`
+}
+
 // listEvents handles GET /admin/events.
 func (a *Admin) listEvents(c echo.Context) error {
 	f, err := a.filterFrom(c)
@@ -170,10 +180,7 @@ func (a *Admin) listEvents(c echo.Context) error {
 	if err != nil {
 		return httpError(err)
 	}
-	out := struct {
-		Events []eventJSON `json:"events"`
-		Next   string      `json:"next_cursor,omitempty"`
-	}{Events: []eventJSON{}, Next: page.Next}
+	out := EventListJSON{Events: []EventJSON{}, Next: page.Next}
 	for _, e := range page.Events {
 		out.Events = append(out.Events, toEventJSON(e))
 	}
@@ -346,15 +353,4 @@ func (a *Admin) bulkReplay(c echo.Context) error {
 	}
 	log.InfoContext(c.Request().Context(), "bulk replay done", slog.Int("enqueued", res.Enqueued), slog.Int("failed", res.Failed))
 	return c.JSON(code, res)
-}
-
-// EventDetailJSON renders an event as GET /admin/events/:source/:id
-// answers it (for the CLI's --json).
-func EventDetailJSON(d dedupe.EventDetail) ([]byte, error) {
-	return json.MarshalIndent(toDetailJSON(d), "", "  ")
-}
-
-// EventJSON renders a listed event as GET /admin/events answers it.
-func EventJSON(e dedupe.EventSummary) ([]byte, error) {
-	return json.Marshal(toEventJSON(e))
 }
