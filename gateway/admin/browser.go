@@ -142,10 +142,10 @@ type eventPage struct {
 	// Destinations are the source's configured destinations, offered
 	// by the force replay.
 	Destinations []string
-	Payload    string
-	Headers    string
-	Flash      string
-	FlashError string
+	Payload      string
+	Headers      string
+	Flash        string
+	FlashError   string
 }
 
 // flashes are the messages a replay redirect may ask the event page to
