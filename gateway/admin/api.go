@@ -131,36 +131,26 @@ func toDetailJSON(d dedupe.EventDetail) EventDetailJSON {
 	return out
 }
 
-// filterFrom reads the listing filter from the query string.
-func (a *Admin) filterFrom(c echo.Context) (dedupe.EventFilter, error) {
-	now := time.Now()
-	f := dedupe.EventFilter{
-		Source:       c.QueryParam("source"),
-		State:        c.QueryParam("state"),
-		Cursor:       c.QueryParam("cursor"),
-		Destinations: a.cfg.Routes.DestinationCounts(),
+// filterFrom reads the listing filter, cursor and limit from the query
+// string.
+func (a *Admin) filterFrom(c echo.Context) (filterInput, dedupe.EventFilter, error) {
+	in := filterInputFrom(c.QueryParams())
+	f, err := a.eventFilter(in, time.Now())
+	if err != nil {
+		return in, f, httpError(err)
 	}
-	if err := checkText(textInput{"source", f.Source, maxNameBytes}, textInput{"cursor", f.Cursor, maxCursorBytes}); err != nil {
-		return f, echo.NewHTTPError(http.StatusBadRequest, err.Error())
-	}
-	if f.State != "" && !validState(f.State) {
-		return f, echo.NewHTTPError(http.StatusBadRequest, "unknown state "+strconv.Quote(f.State))
-	}
-	var err error
-	if f.Since, err = ParseTime(c.QueryParam("since"), now); err != nil {
-		return f, echo.NewHTTPError(http.StatusBadRequest, "since: "+err.Error())
-	}
-	if f.Until, err = ParseTime(c.QueryParam("until"), now); err != nil {
-		return f, echo.NewHTTPError(http.StatusBadRequest, "until: "+err.Error())
+	f.Cursor = c.QueryParam("cursor")
+	if err := checkText(textInput{"cursor", f.Cursor, maxCursorBytes}); err != nil {
+		return in, f, echo.NewHTTPError(http.StatusBadRequest, err.Error())
 	}
 	if l := c.QueryParam("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > 1000 {
-			return f, echo.NewHTTPError(http.StatusBadRequest, "limit must be 1..1000")
+			return in, f, echo.NewHTTPError(http.StatusBadRequest, "limit must be 1..1000")
 		}
 		f.Limit = n
 	}
-	return f, nil
+	return in, f, nil
 }
 
 // EventListJSON is GET /admin/events's answer.
@@ -168,27 +158,49 @@ type EventListJSON struct {
 	Events []EventJSON `json:"events"`
 	// Next lists older events; empty on the last page.
 	Next string `json:"next_cursor,omitempty"`
+	// Prev lists newer events; empty on the first page.
+	Prev string `json:"prev_cursor,omitempty"`
+	// Total counts the events matching the filter among the newest
+	// 10,000 of its indexed part (source, destination, id, time);
+	// TotalAtLeast says there may be more ("10,000+").
+	Total        int64 `json:"total"`
+	TotalAtLeast bool  `json:"total_at_least,omitempty"`
 }
 
-// listEvents handles GET /admin/events.
+// listEvents handles GET /admin/events: the event list page for a browser
+// (Accept: text/html), JSON otherwise.
 func (a *Admin) listEvents(c echo.Context) error {
-	f, err := a.filterFrom(c)
+	c.Response().Header().Add("Vary", "Accept")
+	if wantsHTML(c.Request()) {
+		return a.browseList(c)
+	}
+	_, f, err := a.filterFrom(c)
 	if err != nil {
 		return err
 	}
-	page, err := a.events.ListEvents(c.Request().Context(), f)
+	ctx := c.Request().Context()
+	page, err := a.events.ListEvents(ctx, f)
 	if err != nil {
 		return httpError(err)
 	}
-	out := EventListJSON{Events: []EventJSON{}, Next: page.Next}
+	count, err := a.events.CountEvents(ctx, f)
+	if err != nil {
+		return httpError(err)
+	}
+	out := EventListJSON{Events: []EventJSON{}, Next: page.Next, Prev: page.Prev, Total: count.Matched, TotalAtLeast: !count.Complete}
 	for _, e := range page.Events {
 		out.Events = append(out.Events, toEventJSON(e))
 	}
 	return c.JSON(http.StatusOK, out)
 }
 
-// getEvent handles GET /admin/events/:source/:id.
+// getEvent handles GET /admin/events/:source/:id: the event page for a
+// browser (Accept: text/html), JSON otherwise.
 func (a *Admin) getEvent(c echo.Context) error {
+	c.Response().Header().Add("Vary", "Accept")
+	if wantsHTML(c.Request()) {
+		return a.browseEvent(c)
+	}
 	source, id, err := eventParams(c)
 	if err != nil {
 		return err
@@ -295,28 +307,27 @@ func (a *Admin) replayEvent(c echo.Context) error {
 	return c.JSON(code, res)
 }
 
-// bulkInput is POST /admin/replay's JSON body (or query parameters).
-// DryRun defaults to true: acting needs "dry_run": false.
+// bulkInput is POST /admin/replay's JSON body (or query parameters):
+// the filter, what to do, and who asks. DryRun defaults to true: acting
+// needs "dry_run": false. Destination both filters (events of sources
+// that have it) and names where to replay ("*": every destination).
 type bulkInput struct {
-	Source      string `json:"source" query:"source"`
-	State       string `json:"state" query:"state"`
-	Destination string `json:"destination" query:"destination"`
-	Since       string `json:"since" query:"since"`
-	Until       string `json:"until" query:"until"`
-	Cursor      string `json:"cursor" query:"cursor"`
-	Limit       int    `json:"limit" query:"limit"`
-	DryRun      *bool  `json:"dry_run" query:"dry_run"`
-	Force       bool   `json:"force" query:"force"`
-	By          string `json:"by" query:"by"`
-	Reason      string `json:"reason" query:"reason"`
+	filterInput
+	Cursor string `json:"cursor"`
+	Limit  int    `json:"limit"`
+	DryRun *bool  `json:"dry_run"`
+	Force  bool   `json:"force"`
+	By     string `json:"by"`
+	Reason string `json:"reason"`
 }
 
-// bulkReplay handles POST /admin/replay.
-func (a *Admin) bulkReplay(c echo.Context) error {
+// bulkReplayAPI handles POST /admin/replay.
+func (a *Admin) bulkReplayAPI(c echo.Context) error {
 	var in bulkInput
 	if err := bindInput(c, &in, func(b *echo.ValueBinder) {
 		b.String("source", &in.Source).String("state", &in.State).String("since", &in.Since).
-			String("until", &in.Until).String("cursor", &in.Cursor).Int("limit", &in.Limit).
+			String("until", &in.Until).String("q", &in.Q).String("type", &in.Type).String("status", &in.Status).
+			String("cursor", &in.Cursor).Int("limit", &in.Limit).
 			String("destination", &in.Destination).Bool("force", &in.Force).String("by", &in.By).String("reason", &in.Reason)
 		if v := c.QueryParam("dry_run"); v != "" {
 			var dry bool
@@ -326,26 +337,14 @@ func (a *Admin) bulkReplay(c echo.Context) error {
 	}); err != nil {
 		return bindError("bulk replay", err)
 	}
-	now := time.Now()
-	since, err := ParseTime(in.Since, now)
-	if err != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, "since: "+err.Error())
-	}
-	until, err := ParseTime(in.Until, now)
-	if err != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, "until: "+err.Error())
-	}
 	dry := in.DryRun == nil || *in.DryRun
 	log := a.requestLog(c)
-	res, err := a.bulkReplayWith(c.Request().Context(), log, BulkRequest{
-		Source: in.Source, State: in.State, Since: since, Until: until, Cursor: in.Cursor, Limit: in.Limit,
-		DryRun: dry, Destination: in.Destination, Force: in.Force, By: in.By, Reason: in.Reason,
+	res, err := a.bulkReplayWith(c.Request().Context(), log, bulkRequest{
+		filter: in.filterInput, cursor: in.Cursor, limit: in.Limit,
+		dryRun: dry, force: in.Force, by: in.By, reason: in.Reason,
 	})
 	if err != nil {
 		return httpError(err)
-	}
-	if res.Events == nil {
-		res.Events = []BulkReplay{}
 	}
 	code := http.StatusOK
 	if res.Enqueued > 0 {

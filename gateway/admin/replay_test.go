@@ -284,8 +284,9 @@ func TestReplayForwardsARecordedOnlyEvent(t *testing.T) {
 		list.Events[0].EventID != "evt_elsewhere" || !list.Events[0].RecordedOnly || list.Events[0].State != dedupe.StateRecordedOnly {
 		t.Fatalf("listing by state recorded_only: %d %+v", code, list)
 	}
-	req, _ := http.NewRequest("GET", b.srv.URL+"/admin/view/stripe/evt_elsewhere", nil)
+	req, _ := http.NewRequest("GET", b.srv.URL+"/admin/events/stripe/evt_elsewhere", nil)
 	req.Header.Set("Authorization", "Bearer "+b.token)
+	req.Header.Set("Accept", "text/html")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
