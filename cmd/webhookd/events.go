@@ -146,6 +146,14 @@ func printEventList(w io.Writer, page admin.EventListJSON) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	total := strconv.FormatInt(page.Total, 10)
+	if page.TotalAtLeast {
+		total = "at least " + total
+	}
+	fmt.Fprintf(w, "%s events match\n", total)
+	if page.Prev != "" {
+		fmt.Fprintf(w, "newer: add --cursor %s\n", page.Prev)
+	}
 	if page.Next != "" {
 		fmt.Fprintf(w, "older: add --cursor %s\n", page.Next)
 	}

@@ -71,13 +71,20 @@ func TestOperatorCommandsOverTheAdminAPI(t *testing.T) {
 	}
 
 	if out := ok("events", "list"); !strings.Contains(out, "evt_cli_1") || !strings.Contains(out, "evt_cli_2") ||
-		!strings.Contains(out, "TYPE") || !strings.Contains(out, "invoice.paid") {
+		!strings.Contains(out, "TYPE") || !strings.Contains(out, "invoice.paid") || !strings.Contains(out, "2 events match") {
 		t.Errorf("events list:\n%s", out)
 	}
 	var list admin.EventListJSON
 	if err := json.Unmarshal([]byte(ok("events", "list", "--json")), &list); err != nil || len(list.Events) != 2 {
 		t.Errorf("events list --json: %v %+v", err, list)
 	}
+	if out := ok("events", "list", "--q", "evt_cli_1", "--type", "invoice.*", "--status", "done", "--destination", "sink"); !strings.Contains(out, "evt_cli_1") || strings.Contains(out, "evt_cli_2") {
+		t.Errorf("events list --q evt_cli_1:\n%s", out)
+	}
+	if out := ok("events", "list", "--type", "charge.*"); strings.Contains(out, "evt_cli") {
+		t.Errorf("events list --type charge.*:\n%s", out)
+	}
+	fails(cliToken, "unknown run status", "events", "list", "--status", "bogus")
 	var detail admin.EventDetailJSON
 	if err := json.Unmarshal([]byte(ok("events", "show", "stripe", "evt_cli_1", "--json")), &detail); err != nil ||
 		detail.EventID != "evt_cli_1" || len(detail.Runs) != 1 || detail.Runs[0].Status != dedupe.StatusDone {
