@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/url"
 	"os"
 	"strconv"
@@ -20,24 +19,21 @@ import (
 	"github.com/webhookd/webhookd/migrations"
 )
 
-// cli is what a direct-database command (import) opens: the config, a
-// small pool and a logger.
+// cli is what a direct-database command (import) opens: the config and a
+// small pool.
 type cli struct {
 	cfg   *config
-	log   *slog.Logger
 	store *dedupe.Store
 }
 
 // openCLI opens what a direct-database command needs: the database pool.
-// Log lines go to stderr so stdout stays the command's answer. Call the
-// returned func when done. It does not migrate: a schema other than this
+// Call the returned func when done. It does not migrate: a schema other than this
 // binary's is an error that says to run webhookd migrate.
 func openCLI(cmd *cobra.Command) (*cli, func(), error) {
 	cfg, err := configFrom(cmd)
 	if err != nil {
 		return nil, nil, err
 	}
-	log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if err := migrations.Check(cmd.Context(), cfg.DatabaseURL); err != nil {
 		return nil, nil, err
 	}
@@ -45,7 +41,7 @@ func openCLI(cmd *cobra.Command) (*cli, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return &cli{cfg: cfg, log: log, store: dedupe.New(pool)}, pool.Close, nil
+	return &cli{cfg: cfg, store: dedupe.New(pool)}, pool.Close, nil
 }
 
 func eventsCommand() *cobra.Command {
