@@ -16,8 +16,12 @@ import (
 	"github.com/webhookd/webhookd/internal/sink"
 )
 
-// cliToken is the admin token of the operator commands' tests.
-const cliToken = "cli-admin-token-0123456789"
+// cliToken is the admin token of the operator commands' tests, and
+// cliReadOnlyToken a read-only one.
+const (
+	cliToken         = "cli-admin-token-0123456789"
+	cliReadOnlyToken = "cli-read-only-token-0123456789"
+)
 
 // operatorCommand runs the webhookd binary's operator command args
 // against server with token in $WEBHOOKD_ADMIN_TOKEN, and neither a
@@ -39,7 +43,8 @@ func TestOperatorCommandsOverTheAdminAPI(t *testing.T) {
 	dest := sink.New(nil)
 	ds := httptest.NewServer(dest)
 	t.Cleanup(ds.Close)
-	p := pipelinetest.Start(t, pipelinetest.Options{Destinations: map[string]string{"sink": ds.URL}, AdminTokens: []string{cliToken}})
+	p := pipelinetest.Start(t, pipelinetest.Options{Destinations: map[string]string{"sink": ds.URL}, AdminTokens: []string{cliToken},
+		AdminReadOnlyTokens: []string{cliReadOnlyToken}})
 	for _, id := range []string{"evt_cli_1", "evt_cli_2"} {
 		if code, body := p.Send(t, []byte(`{"id":"`+id+`","type":"invoice.paid"}`)); code != 202 {
 			t.Fatalf("send %s: %d %s", id, code, body)
@@ -130,6 +135,11 @@ func TestOperatorCommandsOverTheAdminAPI(t *testing.T) {
 	fails("", "set $WEBHOOKD_ADMIN_TOKEN", "events", "list")
 	fails("wrong-token-0123456789", "refused the admin token in $WEBHOOKD_ADMIN_TOKEN", "events", "list")
 	fails(cliToken, "404", "events", "show", "stripe", "evt_nope")
+	if out, err := run(cliReadOnlyToken, "events", "list"); err != nil || !strings.Contains(out, "evt_cli_1") {
+		t.Errorf("events list with a read-only token: %v\n%s", err, out)
+	}
+	fails(cliReadOnlyToken, "refused this (403: read-only admin token", "replay", "stripe", "evt_cli_2")
+	fails(cliReadOnlyToken, "the token is $WEBHOOKD_ADMIN_TOKEN", "destinations", "pause", "stripe", "sink")
 	out, err := operatorCommand(bin, "http://127.0.0.1:1", cliToken, "events", "list").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "connection refused") || !strings.Contains(string(out), "--server") {
 		t.Errorf("events list with nothing listening: %v\n%s", err, out)
