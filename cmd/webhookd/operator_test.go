@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -140,6 +141,22 @@ func TestOperatorCommandsOverTheAdminAPI(t *testing.T) {
 	}
 	fails(cliReadOnlyToken, "refused this (403: read-only admin token", "replay", "stripe", "evt_cli_2")
 	fails(cliReadOnlyToken, "the token is $WEBHOOKD_ADMIN_TOKEN", "destinations", "pause", "stripe", "sink")
+	// Without --server, the config's listen names the gateway (on
+	// loopback when it names every interface); no config at all means
+	// 127.0.0.1:8080.
+	_, port, _ := strings.Cut(strings.TrimPrefix(p.URL, "http://"), ":")
+	cfg := proctest.WriteConfig(t, fmt.Sprintf("listen: \":%s\"\ndatabase_url: postgres://nowhere.invalid/db\nsources:\n  - name: stripe\n    verify: {scheme: none, allow_unsigned: true}\n    event_id: json:id\n    destinations:\n      - {name: sink, url: http://127.0.0.1:9/}\n", port))
+	byConfig := exec.Command(bin, "events", "list", "--config", cfg)
+	byConfig.Env = append(os.Environ(), "DATABASE_URL=", "REDIS_URL=", "WEBHOOKD_LISTEN=", "WEBHOOKD_ADMIN_TOKEN="+cliToken)
+	if out, err := byConfig.CombinedOutput(); err != nil || !strings.Contains(string(out), "evt_cli_1") {
+		t.Errorf("events list with the server from the config's listen: %v\n%s", err, out)
+	}
+	noConfig := exec.Command(bin, "events", "list")
+	noConfig.Dir = t.TempDir()
+	noConfig.Env = byConfig.Env
+	if out, err := noConfig.CombinedOutput(); !strings.Contains(string(out), "http://127.0.0.1:8080") {
+		t.Errorf("events list without a config: %v\n%s, want it to call http://127.0.0.1:8080", err, out)
+	}
 	out, err := operatorCommand(bin, "http://127.0.0.1:1", cliToken, "events", "list").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "connection refused") || !strings.Contains(string(out), "--server") {
 		t.Errorf("events list with nothing listening: %v\n%s", err, out)
