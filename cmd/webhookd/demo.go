@@ -84,7 +84,8 @@ func demoAdminToken(cfg *config, w io.Writer) error {
 		port = p
 	}
 	fmt.Fprintf(w, "webhookd demo: admin token for this run (set WEBHOOKD_ADMIN_TOKEN to choose one):\n\n"+
-		"    export T=%s\n\nSign in at http://localhost:%s/admin/ with it; API clients send Authorization: Bearer $T.\n\n",
+		"    export T=%s\n    export WEBHOOKD_ADMIN_TOKEN=$T\n\nSign in at http://localhost:%s/admin/ with it; API clients send Authorization: Bearer $T;\n"+
+		"webhookd events, replay and destinations read $WEBHOOKD_ADMIN_TOKEN.\n\n",
 		cfg.AdminToken, port)
 	return nil
 }

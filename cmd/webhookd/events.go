@@ -4,44 +4,35 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/webhookd/webhookd"
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/admin"
-	"github.com/webhookd/webhookd/jobs"
 	"github.com/webhookd/webhookd/migrations"
 )
 
-// cli is what an operator command opens: the config, a small pool, and,
-// for commands that enqueue, Redis and the queue.
+// cli is what a direct-database command (import) opens: the config and a
+// small pool.
 type cli struct {
-	cfg      *config
-	log      *slog.Logger
-	store    *dedupe.Store
-	enqueuer *jobs.Enqueuer
+	cfg   *config
+	store *dedupe.Store
 }
 
-// openCLI opens what an operator command needs: the database pool, and
-// with queue, Redis and the enqueuer. Log lines (the replay audit lines)
-// go to stderr so stdout stays the command's answer. Call the returned
-// func when done. It does not migrate: a schema other than this binary's
-// is an error that says to run webhookd migrate.
-func openCLI(cmd *cobra.Command, queue bool) (*cli, func(), error) {
+// openCLI opens what a direct-database command needs: the database pool.
+// Call the returned func when done. It does not migrate: a schema other than this
+// binary's is an error that says to run webhookd migrate.
+func openCLI(cmd *cobra.Command) (*cli, func(), error) {
 	cfg, err := configFrom(cmd)
 	if err != nil {
 		return nil, nil, err
-	}
-	log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if queue {
-		log = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 	}
 	if err := migrations.Check(cmd.Context(), cfg.DatabaseURL); err != nil {
 		return nil, nil, err
@@ -50,110 +41,119 @@ func openCLI(cmd *cobra.Command, queue bool) (*cli, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	a := &cli{cfg: cfg, log: log, store: dedupe.New(pool)}
-	closers := []func(){pool.Close}
-	if queue {
-		rdb, err := webhookd.OpenRedis(cfg.redis())
-		if err != nil {
-			pool.Close()
-			return nil, nil, err
-		}
-		a.enqueuer = jobs.NewShardedEnqueuer(rdb, jobs.Shards{Queue: cfg.Queue, N: cfg.QueueShards}, cfg.routes())
-		closers = append(closers, func() { _ = rdb.Close() })
-	}
-	return a, func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}, nil
+	return &cli{cfg: cfg, store: dedupe.New(pool)}, pool.Close, nil
 }
 
 func eventsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "events",
-		Short: "List and show recorded events",
+		Short: "List, search and show recorded events (through a running webhookd's admin API)",
 	}
+	addServerFlag(cmd)
 	cmd.AddCommand(eventsListCommand(), eventsShowCommand())
 	return cmd
 }
 
+// eventFilterFlags are the filters of events list and bulk replay, as the
+// admin API names them.
+type eventFilterFlags struct {
+	source, state, since, until, q, eventType, destination, status string
+}
+
+func (f *eventFilterFlags) add(cmd *cobra.Command, prefix string) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.source, "source", "", prefix+"only this source")
+	fl.StringVar(&f.state, "state", "", prefix+"only this state: "+strings.Join(admin.States, ", "))
+	fl.StringVar(&f.since, "since", "", prefix+"received at or after: RFC 3339 time or a duration ago (24h)")
+	fl.StringVar(&f.until, "until", "", prefix+"received before: RFC 3339 time or a duration ago")
+	fl.StringVar(&f.q, "q", "", prefix+"event id, exact or a prefix (case-sensitive)")
+	fl.StringVar(&f.eventType, "type", "", prefix+"event type, a glob over the whole type (charge.*, orders/*)")
+	fl.StringVar(&f.destination, "destination", "", prefix+"only events with this destination (its name, in any source)")
+	fl.StringVar(&f.status, "status", "", prefix+"only events with a run in this status: running, done, failed, dead, skipped_stale")
+}
+
+// names are the flags of the filter, for refusing them where they do not
+// apply.
+func (f *eventFilterFlags) names() []string {
+	return []string{"source", "state", "since", "until", "q", "type", "status"}
+}
+
+func (f *eventFilterFlags) query() url.Values {
+	q := url.Values{}
+	for k, v := range map[string]string{"source": f.source, "state": f.state, "since": f.since, "until": f.until,
+		"q": f.q, "type": f.eventType, "destination": f.destination, "status": f.status} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	return q
+}
+
 func eventsListCommand() *cobra.Command {
 	var (
-		source, state, since, until, cursor string
-		limit                               int
-		asJSON                              bool
+		filter eventFilterFlags
+		cursor string
+		limit  int
+		asJSON bool
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List events, newest first (filters: --source, --state, --since, --until)",
+		Short: "List events, newest first, with a count (filters: --q, --type, --source, --destination, --state, --status, --since, --until)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, done, err := openCLI(cmd, false)
+			c, err := newAdminClient(cmd)
 			if err != nil {
 				return err
 			}
-			defer done()
-			f, err := cliFilter(a, source, state, since, until)
-			if err != nil {
-				return err
+			q := filter.query()
+			if cursor != "" {
+				q.Set("cursor", cursor)
 			}
-			f.Cursor, f.Limit = cursor, limit
-			page, err := a.store.ListEvents(cmd.Context(), f)
+			q.Set("limit", strconv.Itoa(limit))
+			var page admin.EventListJSON
+			raw, err := c.get(cmd.Context(), "/admin/events", q, &page)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				for _, e := range page.Events {
-					b, err := admin.EventJSON(e)
-					if err != nil {
-						return err
-					}
-					fmt.Fprintf(out, "%s\n", b)
-				}
-				return nil
+				return printJSON(out, raw)
 			}
-			tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RECEIVED (UTC)\tSOURCE\tEVENT ID\tSTATE\tDELIVERIES\tRUNS")
-			for _, e := range page.Events {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", e.ReceivedAt.UTC().Format(time.DateTime), e.Source,
-					e.ExternalID, e.State, e.Deliveries, strings.Join(e.RunStatuses, ","))
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			if page.Next != "" {
-				fmt.Fprintf(out, "more: add --cursor %s\n", page.Next)
-			}
-			return nil
+			return printEventList(out, page)
 		},
 	}
+	filter.add(cmd, "")
 	fl := cmd.Flags()
-	fl.StringVar(&source, "source", "", "only this source")
-	fl.StringVar(&state, "state", "", "only this state: "+strings.Join(admin.States, ", "))
-	fl.StringVar(&since, "since", "", "received at or after: RFC 3339 time or a duration ago (24h)")
-	fl.StringVar(&until, "until", "", "received before: RFC 3339 time or a duration ago")
-	fl.StringVar(&cursor, "cursor", "", "continue after a previous page")
+	fl.StringVar(&cursor, "cursor", "", "continue from a previous page (the cursor it printed)")
 	fl.IntVar(&limit, "limit", 50, "events per page (at most 1000)")
-	fl.BoolVar(&asJSON, "json", false, "one JSON object per line")
+	fl.BoolVar(&asJSON, "json", false, "print the admin API's answer (JSON)")
 	return cmd
 }
 
-// cliFilter builds an event filter from flags.
-func cliFilter(a *cli, source, state, since, until string) (dedupe.EventFilter, error) {
-	now := time.Now()
-	f := dedupe.EventFilter{Source: source, State: state, Destinations: a.cfg.routes().DestinationCounts()}
-	if state != "" && !strings.Contains(","+strings.Join(admin.States, ",")+",", ","+state+",") {
-		return f, fmt.Errorf("--state %q: want one of %s", state, strings.Join(admin.States, ", "))
+// printEventList prints a page of events as a table, with the count and
+// the cursors to the pages around it.
+func printEventList(w io.Writer, page admin.EventListJSON) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RECEIVED (UTC)\tSOURCE\tEVENT ID\tTYPE\tSTATE\tDELIVERIES\tRUNS")
+	for _, e := range page.Events {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ReceivedAt.UTC().Format(time.DateTime), e.Source,
+			e.EventID, e.EventType, e.State, e.Deliveries, strings.Join(e.RunStatuses, ","))
 	}
-	var err error
-	if f.Since, err = admin.ParseTime(since, now); err != nil {
-		return f, fmt.Errorf("--since: %w", err)
+	if err := tw.Flush(); err != nil {
+		return err
 	}
-	if f.Until, err = admin.ParseTime(until, now); err != nil {
-		return f, fmt.Errorf("--until: %w", err)
+	total := strconv.FormatInt(page.Total, 10)
+	if page.TotalAtLeast {
+		total = "at least " + total
 	}
-	return f, nil
+	fmt.Fprintf(w, "%s events match\n", total)
+	if page.Prev != "" {
+		fmt.Fprintf(w, "newer: add --cursor %s\n", page.Prev)
+	}
+	if page.Next != "" {
+		fmt.Fprintf(w, "older: add --cursor %s\n", page.Next)
+	}
+	return nil
 }
 
 func eventsShowCommand() *cobra.Command {
@@ -163,38 +163,27 @@ func eventsShowCommand() *cobra.Command {
 		Short: "Show one event: payload, headers, runs and the attempt log",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, done, err := openCLI(cmd, false)
+			c, err := newAdminClient(cmd)
 			if err != nil {
 				return err
 			}
-			defer done()
-			dests := 0
-			for _, s := range a.cfg.Sources {
-				if s.Name == args[0] {
-					dests = len(s.Destinations)
-				}
-			}
-			d, err := a.store.GetEvent(cmd.Context(), args[0], args[1], dests)
+			var d admin.EventDetailJSON
+			raw, err := c.get(cmd.Context(), eventPath(args[0], args[1]), nil, &d)
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				b, err := admin.EventDetailJSON(d)
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
-				return err
+				return printJSON(cmd.OutOrStdout(), raw)
 			}
 			return printEvent(cmd.OutOrStdout(), d)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the event as the admin API answers it")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the admin API's answer (JSON)")
 	return cmd
 }
 
 // handedOff says whether an event's tasks are in the queue.
-func handedOff(e dedupe.EventSummary) string {
+func handedOff(e admin.EventJSON) string {
 	switch {
 	case e.RecordedOnly:
 		return "no: imported as delivered elsewhere (--record-only); only a replay forwards it"
@@ -204,15 +193,15 @@ func handedOff(e dedupe.EventSummary) string {
 	return "pending (the relay will enqueue it)"
 }
 
-func printEvent(w io.Writer, d dedupe.EventDetail) error {
+func printEvent(w io.Writer, d admin.EventDetailJSON) error {
 	ts := func(t *time.Time) string {
 		if t == nil {
 			return "-"
 		}
 		return t.UTC().Format(time.DateTime)
 	}
-	fmt.Fprintf(w, "event       %s / %s\nstate       %s\nreceived    %s (last %s)\ndeliveries  %d\nhanded off  %s\ncontent     %s, %d bytes\n",
-		d.Source, d.ExternalID, d.State, ts(&d.ReceivedAt), ts(&d.LastReceivedAt), d.Deliveries, handedOff(d.EventSummary),
+	fmt.Fprintf(w, "event       %s / %s\ntype        %s\nstate       %s\nreceived    %s (last %s)\ndeliveries  %d\nhanded off  %s\ncontent     %s, %d bytes\n",
+		d.Source, d.EventID, d.EventType, d.State, ts(&d.ReceivedAt), ts(&d.LastReceivedAt), d.Deliveries, handedOff(d.EventJSON),
 		d.ContentType, d.PayloadBytes)
 	fmt.Fprintln(w, "\nruns:")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -231,16 +220,18 @@ func printEvent(w io.Writer, d dedupe.EventDetail) error {
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\nattempts:")
 	for _, at := range d.Attempts {
-		fmt.Fprintf(w, "  %s  %s  call %d  HTTP %d  %s  %s\n", at.CreatedAt.UTC().Format(time.DateTime), at.Key, at.Call, at.StatusCode, at.Duration, at.Summary())
+		outcome := dedupe.Attempt{State: at.State, Succeeded: at.Succeeded, Error: at.Error}.Summary()
+		fmt.Fprintf(w, "  %s  %s  call %d  HTTP %d  %s  %s\n", at.At.UTC().Format(time.DateTime), at.Key, at.Call, at.StatusCode,
+			time.Duration(at.DurationMS*float64(time.Millisecond)), outcome)
 	}
 	fmt.Fprintln(w, "\nheaders:")
 	fmt.Fprintln(w, indentOr(d.Headers))
 	fmt.Fprintln(w, "\npayload:")
-	if !utf8.Valid(d.Payload) {
-		fmt.Fprintf(w, "(binary, %d bytes)\n", len(d.Payload))
+	if d.Payload == nil {
+		fmt.Fprintf(w, "(binary, %d bytes)\n", d.PayloadBytes)
 		return nil
 	}
-	_, err := fmt.Fprintln(w, indentOr(d.Payload))
+	_, err := fmt.Fprintln(w, indentOr([]byte(*d.Payload)))
 	return err
 }
 
@@ -254,7 +245,8 @@ func indentOr(b []byte) string {
 	return string(b)
 }
 
-// cliUser is the default "by" of a replay from the command line.
+// cliUser is the default "by" of a replay, pause or resume from the
+// command line.
 func cliUser() string {
 	if u := os.Getenv("USER"); u != "" {
 		return u + " (cli)"

@@ -262,8 +262,8 @@ func TestHARedisCluster(t *testing.T) {
 	// The operator's CLI on the cluster: a forced replay writes the new
 	// generation's task into its own shard, and a worker delivers it.
 	replayed := ids[0]
-	cmd := exec.Command(bin, "replay", "test", replayed, "--force", "--reason", "ha test", "--config", cfg)
-	cmd.Env = append(os.Environ(), "DATABASE_URL=", "REDIS_URL=")
+	cmd := exec.Command(bin, "replay", "test", replayed, "--force", "--destination", "sink", "--reason", "ha test", "--server", gw1.URL())
+	cmd.Env = append(os.Environ(), "DATABASE_URL=", "REDIS_URL=", "WEBHOOKD_ADMIN_TOKEN="+haToken)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("webhookd replay --force: %v\n%s", err, out)
 	}

@@ -103,7 +103,7 @@ bar is drawn on stderr when it is a terminal. The exit status is 1 when any
 line was rejected; stderr then names the first few.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, done, err := openCLI(cmd, false)
+			a, done, err := openCLI(cmd)
 			if err != nil {
 				return err
 			}

@@ -297,7 +297,8 @@ func TestImportRecordOnlyIsNeverForwarded(t *testing.T) {
 	dest := sink.New(nil)
 	ds := httptest.NewServer(dest)
 	t.Cleanup(ds.Close)
-	p := pipelinetest.Start(t, pipelinetest.Options{Destinations: map[string]string{"sink": ds.URL}, RecoveryMinAge: 100 * time.Millisecond})
+	p := pipelinetest.Start(t, pipelinetest.Options{Destinations: map[string]string{"sink": ds.URL}, RecoveryMinAge: 100 * time.Millisecond,
+		AdminTokens: []string{cliToken}})
 	cfg := importConfig(t, p.Schema, p.Redis, ds.URL)
 
 	recorded := lines(`{"id":"evt_ro_1","type":"invoice.paid"}`, `{"id":"evt_ro_2","type":"invoice.paid"}`, `{"id":"evt_ro_3","type":"invoice.paid"}`)
@@ -328,7 +329,7 @@ func TestImportRecordOnlyIsNeverForwarded(t *testing.T) {
 	if err != nil || d.State != dedupe.StateRecordedOnly || d.Deliveries != 2 || len(d.Runs) != 0 {
 		t.Fatalf("event after the live delivery: state %q, %d deliveries, runs %v (%v)", d.State, d.Deliveries, d.Runs, err)
 	}
-	out, err := exec.Command(bin, "events", "show", "stripe", "evt_ro_2", "--config", cfg).CombinedOutput()
+	out, err := operatorCommand(bin, p.URL, cliToken, "events", "show", "stripe", "evt_ro_2").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "state       recorded_only") || !strings.Contains(string(out), "imported as delivered elsewhere") {
 		t.Errorf("webhookd events show: %v\n%s", err, out)
 	}

@@ -65,8 +65,11 @@ func (s *steeredSink) snapshot() (most int, calls []time.Time, delivered map[str
 }
 
 // steeredConfig is faultConfig with the destination's steering keys.
+// steeringToken is the admin token of the steering tests' processes.
+const steeringToken = "steering-admin-token-0123456789"
+
 func steeredConfig(t *testing.T, schema *pgtest.Schema, rdb *redistest.DB, url, keys string) string {
-	yaml := faultConfig(schema.URL, rdb.URL, rdb.Queue, url)
+	yaml := "admin_token: " + steeringToken + "\n" + faultConfig(schema.URL, rdb.URL, rdb.Queue, url)
 	return proctest.WriteConfig(t, strings.Replace(yaml, "        max_attempts: 5\n", "        max_attempts: 5\n"+keys, 1))
 }
 
@@ -265,8 +268,8 @@ func TestSteeringPauseAcrossProcesses(t *testing.T) {
 	proctest.StartWebhookd(t, "worker-2", bin, "worker", cfg)
 	cli := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(bin, append(args, "--config", cfg)...)
-		cmd.Env = append(os.Environ(), "DATABASE_URL=", "REDIS_URL=")
+		cmd := exec.Command(bin, append(args, "--server", gw.URL())...)
+		cmd.Env = append(os.Environ(), "DATABASE_URL=", "REDIS_URL=", "WEBHOOKD_ADMIN_TOKEN="+steeringToken)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("webhookd %s: %v\n%s", strings.Join(args, " "), err, out)

@@ -178,10 +178,12 @@ func (a *Admin) Mount(e *echo.Echo) {
 	g.GET("/events", a.listEvents)
 	g.GET("/events/:source/:id", a.getEvent)
 	g.POST("/events/:source/:id/replay", a.replayEvent)
-	g.POST("/replay", a.bulkReplay)
+	g.POST("/replay", a.bulkReplayAPI)
 
 	g.GET("/", a.browseList)
-	g.GET("/view/:source/:id", a.browseEvent)
+	g.GET("/view/:source/:id", a.redirectToEvent)
+	g.GET("/view/bulk-replay", a.browseBulk)
+	g.POST("/view/bulk-replay", a.browseBulk)
 	g.POST("/view/:source/:id/replay", a.browseReplay)
 	g.GET("/view", a.browseEvent)
 	g.POST("/view/replay", a.browseReplay)
@@ -253,7 +255,8 @@ func httpError(err error) error {
 		return echo.NewHTTPError(http.StatusNotFound, "event not found")
 	case errors.Is(err, jobs.ErrUnknownSource), errors.Is(err, jobs.ErrUnknownDestination):
 		return echo.NewHTTPError(http.StatusUnprocessableEntity, err.Error())
-	case errors.Is(err, dedupe.ErrBadCursor), errors.Is(err, ErrBadFilter), errors.Is(err, textfield.ErrInvalid):
+	case errors.Is(err, dedupe.ErrBadCursor), errors.Is(err, ErrBadFilter), errors.Is(err, ErrBadReplay),
+		errors.Is(err, textfield.ErrInvalid):
 		return echo.NewHTTPError(http.StatusBadRequest, err.Error())
 	case errors.Is(err, ErrEnqueueFailed):
 		return echo.NewHTTPError(http.StatusServiceUnavailable, strings.TrimSpace(err.Error()))

@@ -16,10 +16,11 @@ import (
 	"github.com/webhookd/webhookd/dedupe"
 )
 
-// eventJSON is an event in the API's answers.
-type eventJSON struct {
+// EventJSON is an event in the API's answers (GET /admin/events).
+type EventJSON struct {
 	Source         string    `json:"source"`
 	EventID        string    `json:"event_id"`
+	EventType      string    `json:"event_type"`
 	State          string    `json:"state"`
 	ReceivedAt     time.Time `json:"received_at"`
 	LastReceivedAt time.Time `json:"last_received_at"`
@@ -33,9 +34,9 @@ type eventJSON struct {
 	RunStatuses  []string `json:"run_statuses"`
 }
 
-func toEventJSON(e dedupe.EventSummary) eventJSON {
-	return eventJSON{
-		Source: e.Source, EventID: e.ExternalID, State: e.State, ReceivedAt: e.ReceivedAt,
+func toEventJSON(e dedupe.EventSummary) EventJSON {
+	return EventJSON{
+		Source: e.Source, EventID: e.ExternalID, EventType: e.EventType, State: e.State, ReceivedAt: e.ReceivedAt,
 		LastReceivedAt: e.LastReceivedAt, Deliveries: e.Deliveries, ContentType: e.ContentType,
 		PayloadBytes: e.PayloadBytes, HandedOff: e.HandedOff, RecordedOnly: e.RecordedOnly, RunStatuses: nonNil(e.RunStatuses),
 	}
@@ -48,9 +49,9 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// eventDetailJSON is GET /admin/events/:source/:id's answer.
-type eventDetailJSON struct {
-	eventJSON
+// EventDetailJSON is GET /admin/events/:source/:id's answer.
+type EventDetailJSON struct {
+	EventJSON
 	Headers json.RawMessage `json:"headers"`
 	// Payload is the raw body when it is UTF-8 text; PayloadBase64
 	// otherwise.
@@ -58,11 +59,12 @@ type eventDetailJSON struct {
 	PayloadBase64 string        `json:"payload_base64,omitempty"`
 	OrderEntity   string        `json:"order_entity,omitempty"`
 	OrderVersion  string        `json:"order_version,omitempty"`
-	Runs          []runJSON     `json:"runs"`
-	Attempts      []attemptJSON `json:"attempts"`
+	Runs          []RunJSON     `json:"runs"`
+	Attempts      []AttemptJSON `json:"attempts"`
 }
 
-type runJSON struct {
+// RunJSON is one run of an event in EventDetailJSON.
+type RunJSON struct {
 	Key          string          `json:"key"`
 	Destination  string          `json:"destination"`
 	Generation   int             `json:"generation"`
@@ -81,7 +83,8 @@ type runJSON struct {
 	ReplayReason string          `json:"replay_reason,omitempty"`
 }
 
-type attemptJSON struct {
+// AttemptJSON is one destination call in EventDetailJSON.
+type AttemptJSON struct {
 	Key        string    `json:"key"`
 	Call       int       `json:"call"`
 	StatusCode int       `json:"status_code,omitempty"`
@@ -94,14 +97,14 @@ type attemptJSON struct {
 	Outcome string `json:"outcome,omitempty"`
 }
 
-func toDetailJSON(d dedupe.EventDetail) eventDetailJSON {
-	out := eventDetailJSON{
-		eventJSON:    toEventJSON(d.EventSummary),
+func toDetailJSON(d dedupe.EventDetail) EventDetailJSON {
+	out := EventDetailJSON{
+		EventJSON:    toEventJSON(d.EventSummary),
 		Headers:      json.RawMessage(d.Headers),
 		OrderEntity:  d.OrderEntity,
 		OrderVersion: d.OrderVersion,
-		Runs:         []runJSON{},
-		Attempts:     []attemptJSON{},
+		Runs:         []RunJSON{},
+		Attempts:     []AttemptJSON{},
 	}
 	if utf8.Valid(d.Payload) {
 		s := string(d.Payload)
@@ -110,7 +113,7 @@ func toDetailJSON(d dedupe.EventDetail) eventDetailJSON {
 		out.PayloadBase64 = base64.StdEncoding.EncodeToString(d.Payload)
 	}
 	for _, r := range d.Runs {
-		out.Runs = append(out.Runs, runJSON{
+		out.Runs = append(out.Runs, RunJSON{
 			Key: r.Key, Destination: r.Destination, Generation: r.Generation, Status: r.Status,
 			Attempts: r.Attempts, Calls: r.Calls, MaxAttempts: r.MaxAttempts, Permanent: r.Permanent,
 			Result: json.RawMessage(r.Result), LastError: r.LastError, CreatedAt: r.CreatedAt,
@@ -119,7 +122,7 @@ func toDetailJSON(d dedupe.EventDetail) eventDetailJSON {
 		})
 	}
 	for _, at := range d.Attempts {
-		out.Attempts = append(out.Attempts, attemptJSON{
+		out.Attempts = append(out.Attempts, AttemptJSON{
 			Key: at.Key, Call: at.Call, StatusCode: at.StatusCode, Succeeded: at.Succeeded, Error: at.Error,
 			DurationMS: float64(at.Duration.Microseconds()) / 1000, At: at.CreatedAt,
 			State: at.State, Outcome: at.Outcome,
@@ -128,60 +131,76 @@ func toDetailJSON(d dedupe.EventDetail) eventDetailJSON {
 	return out
 }
 
-// filterFrom reads the listing filter from the query string.
-func (a *Admin) filterFrom(c echo.Context) (dedupe.EventFilter, error) {
-	now := time.Now()
-	f := dedupe.EventFilter{
-		Source:       c.QueryParam("source"),
-		State:        c.QueryParam("state"),
-		Cursor:       c.QueryParam("cursor"),
-		Destinations: a.cfg.Routes.DestinationCounts(),
+// filterFrom reads the listing filter, cursor and limit from the query
+// string.
+func (a *Admin) filterFrom(c echo.Context) (filterInput, dedupe.EventFilter, error) {
+	in := filterInputFrom(c.QueryParams())
+	f, err := a.eventFilter(in, time.Now())
+	if err != nil {
+		return in, f, httpError(err)
 	}
-	if err := checkText(textInput{"source", f.Source, maxNameBytes}, textInput{"cursor", f.Cursor, maxCursorBytes}); err != nil {
-		return f, echo.NewHTTPError(http.StatusBadRequest, err.Error())
-	}
-	if f.State != "" && !validState(f.State) {
-		return f, echo.NewHTTPError(http.StatusBadRequest, "unknown state "+strconv.Quote(f.State))
-	}
-	var err error
-	if f.Since, err = ParseTime(c.QueryParam("since"), now); err != nil {
-		return f, echo.NewHTTPError(http.StatusBadRequest, "since: "+err.Error())
-	}
-	if f.Until, err = ParseTime(c.QueryParam("until"), now); err != nil {
-		return f, echo.NewHTTPError(http.StatusBadRequest, "until: "+err.Error())
+	f.Cursor = c.QueryParam("cursor")
+	if err := checkText(textInput{"cursor", f.Cursor, maxCursorBytes}); err != nil {
+		return in, f, echo.NewHTTPError(http.StatusBadRequest, err.Error())
 	}
 	if l := c.QueryParam("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > 1000 {
-			return f, echo.NewHTTPError(http.StatusBadRequest, "limit must be 1..1000")
+			return in, f, echo.NewHTTPError(http.StatusBadRequest, "limit must be 1..1000")
 		}
 		f.Limit = n
 	}
-	return f, nil
+	return in, f, nil
 }
 
-// listEvents handles GET /admin/events.
+// EventListJSON is GET /admin/events's answer.
+type EventListJSON struct {
+	Events []EventJSON `json:"events"`
+	// Next lists older events; empty on the last page.
+	Next string `json:"next_cursor,omitempty"`
+	// Prev lists newer events; empty on the first page.
+	Prev string `json:"prev_cursor,omitempty"`
+	// Total counts the events matching the filter among the newest
+	// 10,000 of its indexed part (source, destination, id, time);
+	// TotalAtLeast says there may be more ("10,000+").
+	Total        int64 `json:"total"`
+	TotalAtLeast bool  `json:"total_at_least,omitempty"`
+}
+
+// listEvents handles GET /admin/events: the event list page for a browser
+// (Accept: text/html), JSON otherwise.
 func (a *Admin) listEvents(c echo.Context) error {
-	f, err := a.filterFrom(c)
+	c.Response().Header().Add("Vary", "Accept")
+	if wantsHTML(c.Request()) {
+		return a.browseList(c)
+	}
+	_, f, err := a.filterFrom(c)
 	if err != nil {
 		return err
 	}
-	page, err := a.events.ListEvents(c.Request().Context(), f)
+	ctx := c.Request().Context()
+	page, err := a.events.ListEvents(ctx, f)
 	if err != nil {
 		return httpError(err)
 	}
-	out := struct {
-		Events []eventJSON `json:"events"`
-		Next   string      `json:"next_cursor,omitempty"`
-	}{Events: []eventJSON{}, Next: page.Next}
+	count, err := a.events.CountEvents(ctx, f)
+	if err != nil {
+		return httpError(err)
+	}
+	out := EventListJSON{Events: []EventJSON{}, Next: page.Next, Prev: page.Prev, Total: count.Matched, TotalAtLeast: !count.Complete}
 	for _, e := range page.Events {
 		out.Events = append(out.Events, toEventJSON(e))
 	}
 	return c.JSON(http.StatusOK, out)
 }
 
-// getEvent handles GET /admin/events/:source/:id.
+// getEvent handles GET /admin/events/:source/:id: the event page for a
+// browser (Accept: text/html), JSON otherwise.
 func (a *Admin) getEvent(c echo.Context) error {
+	c.Response().Header().Add("Vary", "Accept")
+	if wantsHTML(c.Request()) {
+		return a.browseEvent(c)
+	}
 	source, id, err := eventParams(c)
 	if err != nil {
 		return err
@@ -193,16 +212,26 @@ func (a *Admin) getEvent(c echo.Context) error {
 	return c.JSON(http.StatusOK, toDetailJSON(d))
 }
 
-// bindInput reads a POST's body (JSON or form) into dst, then lets query
-// parameters of the same names override it (Echo binds the query only
-// for GET and DELETE).
+// bindInput reads a POST's optional JSON body into dst (415 for a body
+// that is not JSON: a form-encoded body is never read as empty), then
+// lets query parameters of the same names override it.
 func bindInput(c echo.Context, dst any, query func(*echo.ValueBinder)) error {
-	if err := (&echo.DefaultBinder{}).BindBody(c, dst); err != nil {
+	if err := bindJSONBody(c, dst); err != nil {
 		return err
 	}
 	b := echo.QueryParamsBinder(c)
 	query(b)
 	return b.BindError()
+}
+
+// bindError answers a request whose input did not bind: the status
+// bindJSONBody chose (415, 400), else 400.
+func bindError(what string, err error) error {
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		return err
+	}
+	return echo.NewHTTPError(http.StatusBadRequest, "invalid "+what+" request: "+err.Error())
 }
 
 // unescape decodes a path parameter. Echo routes on the raw (escaped)
@@ -257,7 +286,7 @@ func (a *Admin) replayEvent(c echo.Context) error {
 	if err := bindInput(c, &in, func(b *echo.ValueBinder) {
 		b.Bool("force", &in.Force).String("destination", &in.Destination).String("by", &in.By).String("reason", &in.Reason)
 	}); err != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, "invalid replay request: "+err.Error())
+		return bindError("replay", err)
 	}
 	res, err := a.replay(c.Request().Context(), a.requestLog(c), ReplayRequest{
 		Source: source, EventID: id, Destination: in.Destination, Force: in.Force, By: in.By, Reason: in.Reason,
@@ -278,56 +307,44 @@ func (a *Admin) replayEvent(c echo.Context) error {
 	return c.JSON(code, res)
 }
 
-// bulkInput is POST /admin/replay's JSON body (or query parameters).
-// DryRun defaults to true: acting needs "dry_run": false.
+// bulkInput is POST /admin/replay's JSON body (or query parameters):
+// the filter, what to do, and who asks. DryRun defaults to true: acting
+// needs "dry_run": false. Destination both filters (events of sources
+// that have it) and names where to replay ("*": every destination).
 type bulkInput struct {
-	Source string `json:"source" query:"source"`
-	State  string `json:"state" query:"state"`
-	Since  string `json:"since" query:"since"`
-	Until  string `json:"until" query:"until"`
-	Cursor string `json:"cursor" query:"cursor"`
-	Limit  int    `json:"limit" query:"limit"`
-	DryRun *bool  `json:"dry_run" query:"dry_run"`
-	Force  bool   `json:"force" query:"force"`
-	By     string `json:"by" query:"by"`
-	Reason string `json:"reason" query:"reason"`
+	filterInput
+	Cursor string `json:"cursor"`
+	Limit  int    `json:"limit"`
+	DryRun *bool  `json:"dry_run"`
+	Force  bool   `json:"force"`
+	By     string `json:"by"`
+	Reason string `json:"reason"`
 }
 
-// bulkReplay handles POST /admin/replay.
-func (a *Admin) bulkReplay(c echo.Context) error {
+// bulkReplayAPI handles POST /admin/replay.
+func (a *Admin) bulkReplayAPI(c echo.Context) error {
 	var in bulkInput
 	if err := bindInput(c, &in, func(b *echo.ValueBinder) {
 		b.String("source", &in.Source).String("state", &in.State).String("since", &in.Since).
-			String("until", &in.Until).String("cursor", &in.Cursor).Int("limit", &in.Limit).
-			Bool("force", &in.Force).String("by", &in.By).String("reason", &in.Reason)
+			String("until", &in.Until).String("q", &in.Q).String("type", &in.Type).String("status", &in.Status).
+			String("cursor", &in.Cursor).Int("limit", &in.Limit).
+			String("destination", &in.Destination).Bool("force", &in.Force).String("by", &in.By).String("reason", &in.Reason)
 		if v := c.QueryParam("dry_run"); v != "" {
 			var dry bool
 			b.Bool("dry_run", &dry)
 			in.DryRun = &dry
 		}
 	}); err != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, "invalid bulk replay request: "+err.Error())
-	}
-	now := time.Now()
-	since, err := ParseTime(in.Since, now)
-	if err != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, "since: "+err.Error())
-	}
-	until, err := ParseTime(in.Until, now)
-	if err != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, "until: "+err.Error())
+		return bindError("bulk replay", err)
 	}
 	dry := in.DryRun == nil || *in.DryRun
 	log := a.requestLog(c)
-	res, err := a.bulkReplayWith(c.Request().Context(), log, BulkRequest{
-		Source: in.Source, State: in.State, Since: since, Until: until, Cursor: in.Cursor, Limit: in.Limit,
-		DryRun: dry, Force: in.Force, By: in.By, Reason: in.Reason,
+	res, err := a.bulkReplayWith(c.Request().Context(), log, bulkRequest{
+		filter: in.filterInput, cursor: in.Cursor, limit: in.Limit,
+		dryRun: dry, force: in.Force, by: in.By, reason: in.Reason,
 	})
 	if err != nil {
 		return httpError(err)
-	}
-	if res.Events == nil {
-		res.Events = []BulkReplay{}
 	}
 	code := http.StatusOK
 	if res.Enqueued > 0 {
@@ -335,15 +352,4 @@ func (a *Admin) bulkReplay(c echo.Context) error {
 	}
 	log.InfoContext(c.Request().Context(), "bulk replay done", slog.Int("enqueued", res.Enqueued), slog.Int("failed", res.Failed))
 	return c.JSON(code, res)
-}
-
-// EventDetailJSON renders an event as GET /admin/events/:source/:id
-// answers it (for the CLI's --json).
-func EventDetailJSON(d dedupe.EventDetail) ([]byte, error) {
-	return json.MarshalIndent(toDetailJSON(d), "", "  ")
-}
-
-// EventJSON renders a listed event as GET /admin/events answers it.
-func EventJSON(e dedupe.EventSummary) ([]byte, error) {
-	return json.Marshal(toEventJSON(e))
 }

@@ -405,7 +405,7 @@ func TestAuthReadOnly(t *testing.T) {
 				t.Errorf("%s %s %s with the read-only %s: %d %.200s, want 403", r.method, r.path, r.body, name, code, body)
 			}
 		}
-		for _, path := range []string{"/admin/", "/admin/events", "/admin/events/stripe/evt_ro", "/admin/view/stripe/evt_ro",
+		for _, path := range []string{"/admin/", "/admin/events", "/admin/events/stripe/evt_ro", "/admin/view?source=stripe&id=evt_ro",
 			"/admin/destinations", "/admin/view/destinations", "/admin/queues/", "/admin/queues/api/queues"} {
 			code, body := callWith(t, b.srv.URL, request{method: "GET", path: path}, h)
 			if code != http.StatusOK {
@@ -418,12 +418,17 @@ func TestAuthReadOnly(t *testing.T) {
 			}
 		}
 	}
-	if _, body := callWith(t, b.srv.URL, request{method: "GET", path: "/admin/view/stripe/evt_ro"}, creds["session"]); !strings.Contains(body, `id="read-only-note"`) {
+	page := func(h http.Header) http.Header {
+		h = h.Clone()
+		h.Set("Accept", "text/html")
+		return h
+	}
+	if _, body := callWith(t, b.srv.URL, request{method: "GET", path: "/admin/events/stripe/evt_ro"}, page(creds["session"])); !strings.Contains(body, `id="read-only-note"`) {
 		t.Error("the event page does not say the session is read-only")
 	}
 	// The full token sees the controls.
 	full := http.Header{"Authorization": {"Bearer " + testToken}}
-	if _, body := callWith(t, b.srv.URL, request{method: "GET", path: "/admin/view/stripe/evt_ro"}, full); !strings.Contains(body, `id="replay-form"`) {
+	if _, body := callWith(t, b.srv.URL, request{method: "GET", path: "/admin/events/stripe/evt_ro"}, page(full)); !strings.Contains(body, `id="replay-form"`) {
 		t.Error("the full token's event page has no replay form")
 	}
 	if _, body := callWith(t, b.srv.URL, request{method: "GET", path: "/admin/view/destinations"}, full); !strings.Contains(body, `class="pause"`) {

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -37,26 +38,37 @@ func parsePages() map[string]*template.Template {
 			return ""
 		},
 		"join":      strings.Join,
-		"eventURL":  func(source, id string) string { return eventPageURL("", source, id, nil) },
-		"replayURL": func(source, id string) string { return eventPageURL("/replay", source, id, nil) },
+		"eventURL":  func(source, id string) string { return eventPageURL(source, id, nil) },
+		"replayURL": func(source, id string) string { return replayFormURL(source, id, nil) },
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"list", "event", "login", "destinations", "refused"} {
+	for _, name := range []string{"list", "event", "bulk", "login", "destinations", "refused"} {
 		t := template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 		pages[name] = t
 	}
 	return pages
 }
 
-// eventPageURL is the event page (suffix "") or its replay form's target
-// (suffix "/replay"), with query q. The source and id are path segments,
-// escaped, unless one is "." or "..": a browser resolves those away as
-// dot segments (also when escaped as %2E), so they go in the query of the
-// routes without path parameters instead.
-func eventPageURL(suffix, source, id string, q url.Values) string {
-	path := "/admin/view/" + url.PathEscape(source) + "/" + url.PathEscape(id) + suffix
+// eventPageURL is the event's one URL, /admin/events/:source/:id (a page
+// for a browser, JSON for an API client), with query q. The source and id
+// are path segments, escaped, unless one is "." or "..": a browser
+// resolves those away as dot segments (also when escaped as %2E), so they
+// go in the query of /admin/view instead.
+func eventPageURL(source, id string, q url.Values) string {
+	return dotSafeURL("/admin/events/", "/admin/view", "", source, id, q)
+}
+
+// replayFormURL is the target of the event page's replay forms.
+func replayFormURL(source, id string, q url.Values) string {
+	return dotSafeURL("/admin/view/", "/admin/view", "/replay", source, id, q)
+}
+
+// dotSafeURL is prefix<source>/<id>suffix, escaped, or, when either is a
+// dot segment, dotPath+suffix with source and id in the query.
+func dotSafeURL(prefix, dotPath, suffix, source, id string, q url.Values) string {
+	path := prefix + url.PathEscape(source) + "/" + url.PathEscape(id) + suffix
 	if isDotSegment(source) || isDotSegment(id) {
-		path = "/admin/view" + suffix
+		path = dotPath + suffix
 		q = maps.Clone(q)
 		if q == nil {
 			q = url.Values{}
@@ -97,52 +109,113 @@ func (a *Admin) render(c echo.Context, code int, page string, data pageData) err
 
 type listPage struct {
 	viewer
-	Filter  dedupe.EventFilter
-	Since   string
-	Until   string
-	Sources []string
-	States  []string
-	Events  []dedupe.EventSummary
-	NextURL string
+	Filter      filterInput
+	Sources     []string
+	Dests       []string
+	States      []string
+	RunStatuses []string
+	Events      []dedupe.EventSummary
+	// Total is the count of matching events ("10,000+" past the cap).
+	Total string
+	// NewestURL, PrevURL and NextURL page the list: the first page,
+	// newer events, older events.
+	NewestURL, PrevURL, NextURL string
+	// BulkURL previews a bulk replay of the filter.
+	BulkURL string
 	Error   string
 }
 
-// browseList handles GET /admin/: the event list with filters.
+// browseList handles GET /admin/ and a browser's GET /admin/events: the
+// event list with search and filters.
 func (a *Admin) browseList(c echo.Context) error {
-	data := listPage{Sources: a.sources(), States: States, Since: c.QueryParam("since"), Until: c.QueryParam("until")}
-	f, err := a.filterFrom(c)
-	data.Filter = f
+	data := listPage{Sources: a.sources(), Dests: a.destinationNames(), States: States, RunStatuses: RunStatuses}
+	in, f, err := a.filterFrom(c)
+	data.Filter = in
 	if err != nil {
-		var he *echo.HTTPError
-		if errors.As(err, &he) {
-			data.Error, _ = he.Message.(string)
-		}
+		data.Error = errorText(err)
 		return a.render(c, http.StatusBadRequest, "list", &data)
 	}
-	page, err := a.events.ListEvents(c.Request().Context(), f)
-	if err != nil {
-		if errors.Is(err, dedupe.ErrBadCursor) {
-			data.Error = err.Error()
-			return a.render(c, http.StatusBadRequest, "list", &data)
+	ctx := c.Request().Context()
+	page, err := a.events.ListEvents(ctx, f)
+	if err == nil {
+		var n dedupe.EventCount
+		if n, err = a.events.CountEvents(ctx, f); err == nil {
+			data.Total = countText(n)
 		}
-		return err
+	}
+	if err != nil {
+		he, ok := httpError(err).(*echo.HTTPError)
+		if !ok {
+			return err
+		}
+		data.Error = errorText(he)
+		return a.render(c, he.Code, "list", &data)
 	}
 	data.Events = page.Events
+	q := in.values()
+	if l := c.QueryParam("limit"); l != "" {
+		q.Set("limit", l)
+	}
+	listURL := func(cursor string) string {
+		v := maps.Clone(q)
+		if cursor != "" {
+			v.Set("cursor", cursor)
+		}
+		if len(v) == 0 {
+			return "/admin/events"
+		}
+		return "/admin/events?" + v.Encode()
+	}
 	if page.Next != "" {
-		q := c.QueryParams()
-		q.Set("cursor", page.Next)
-		data.NextURL = "/admin/?" + q.Encode()
+		data.NextURL = listURL(page.Next)
+	}
+	if page.Prev != "" {
+		data.PrevURL = listURL(page.Prev)
+	}
+	if f.Cursor != "" {
+		data.NewestURL = listURL("")
+	}
+	data.BulkURL = "/admin/view/bulk-replay"
+	if v := in.values(); len(v) > 0 {
+		data.BulkURL += "?" + v.Encode()
 	}
 	return a.render(c, http.StatusOK, "list", &data)
 }
 
+// errorText is an error's message for a page.
+func errorText(err error) string {
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		if m, ok := he.Message.(string); ok {
+			return m
+		}
+	}
+	return err.Error()
+}
+
+// countText shows a count: "1,234", or "10,000+" when the count stopped
+// at its cap.
+func countText(n dedupe.EventCount) string {
+	s := strconv.FormatInt(n.Matched, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if !n.Complete {
+		s += "+"
+	}
+	return s
+}
+
 type eventPage struct {
 	viewer
-	Event      dedupe.EventDetail
-	Payload    string
-	Headers    string
-	Flash      string
-	FlashError string
+	Event dedupe.EventDetail
+	// Destinations are the source's configured destinations, offered
+	// by the force replay.
+	Destinations []string
+	Payload      string
+	Headers      string
+	Flash        string
+	FlashError   string
 }
 
 // flashes are the messages a replay redirect may ask the event page to
@@ -154,7 +227,18 @@ var flashes = map[string]string{
 	"skipped_stale": "The run was skipped as stale; only a forced replay sends it.",
 }
 
-// browseEvent handles GET /admin/view/:source/:id: the event page.
+// redirectToEvent handles GET /admin/view/:source/:id, the event page's
+// old address: it moved to the event's one URL.
+func (a *Admin) redirectToEvent(c echo.Context) error {
+	source, id, err := eventParams(c)
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusMovedPermanently, eventPageURL(source, id, c.QueryParams()))
+}
+
+// browseEvent handles a browser's GET /admin/events/:source/:id and GET
+// /admin/view?source=&id= (dot segments): the event page.
 func (a *Admin) browseEvent(c echo.Context) error {
 	source, id, err := eventParams(c)
 	if err != nil {
@@ -164,7 +248,8 @@ func (a *Admin) browseEvent(c echo.Context) error {
 	if err != nil {
 		return httpError(err)
 	}
-	data := eventPage{Event: d, Payload: showPayload(d.Payload), Headers: indentJSON(d.Headers), Flash: flashes[c.QueryParam("replayed")]}
+	dests, _ := a.destinations(source)
+	data := eventPage{Event: d, Destinations: dests, Payload: showPayload(d.Payload), Headers: indentJSON(d.Headers), Flash: flashes[c.QueryParam("replayed")]}
 	if c.QueryParam("error") != "" {
 		data.FlashError = "The replay was recorded but could not be enqueued (is Redis up?). Replay again without force."
 	}
@@ -183,13 +268,13 @@ func (a *Admin) browseReplay(c echo.Context) error {
 		return err
 	}
 	req := ReplayRequest{
-		Source: source, EventID: id, Force: r.PostForm.Get("force") == "true",
+		Source: source, EventID: id, Force: r.PostForm.Get("force") == "true", Destination: r.PostForm.Get("destination"),
 		By: strings.TrimSpace(r.PostForm.Get("by")), Reason: strings.TrimSpace(r.PostForm.Get("reason")),
 	}
 	res, err := a.replay(c.Request().Context(), a.requestLog(c), req)
 	switch {
 	case errors.Is(err, ErrEnqueueFailed):
-		return c.Redirect(http.StatusSeeOther, eventPageURL("", source, id, url.Values{"error": {"enqueue"}}))
+		return c.Redirect(http.StatusSeeOther, eventPageURL(source, id, url.Values{"error": {"enqueue"}}))
 	case err != nil:
 		return httpError(err)
 	}
@@ -201,7 +286,7 @@ func (a *Admin) browseReplay(c echo.Context) error {
 			flash = r.Action
 		}
 	}
-	return c.Redirect(http.StatusSeeOther, eventPageURL("", source, id, url.Values{"replayed": {flash}}))
+	return c.Redirect(http.StatusSeeOther, eventPageURL(source, id, url.Values{"replayed": {flash}}))
 }
 
 // showPayload renders a body for the page: indented JSON, text as is,

@@ -167,8 +167,10 @@ func TestBrowserReplayFailedEvent(t *testing.T) {
 	}
 	saveScreenshot(t, "event-browser.png", shot)
 
-	// Force replay sits behind a confirmation and makes generation #2.
+	// Force replay names its destination, sits behind a confirmation
+	// and makes generation #2.
 	step(t, ctx, "clicking Force replay",
+		chromedp.SetValue(chromedp.CSS(`#force-destination`), destName),
 		chromedp.SendKeys(chromedp.CSS(`#force-form input[name=reason]`), "resend for the customer"),
 		chromedp.Click(chromedp.CSS(`#force-replay`)),
 		chromedp.WaitVisible(chromedp.CSS(`#flash`)),

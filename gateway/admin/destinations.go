@@ -25,8 +25,8 @@ type destinationControl interface {
 	Resume(ctx context.Context, source, destination, by string) (jobs.DestinationStatus, error)
 }
 
-// destinationJSON is one destination in the API.
-type destinationJSON struct {
+// DestinationJSON is one destination in the API (GET /admin/destinations).
+type DestinationJSON struct {
 	Source              string     `json:"source"`
 	Destination         string     `json:"destination"`
 	State               string     `json:"state"`
@@ -42,8 +42,8 @@ type destinationJSON struct {
 	CircuitCooldown     string     `json:"circuit_cooldown,omitempty"`
 }
 
-func toDestinationJSON(st jobs.DestinationStatus) destinationJSON {
-	out := destinationJSON{
+func toDestinationJSON(st jobs.DestinationStatus) DestinationJSON {
+	out := DestinationJSON{
 		Source: st.Source, Destination: st.Destination, State: st.State, InFlight: st.InFlight,
 		ConsecutiveFailures: st.ConsecutiveFailures, Concurrency: st.Concurrency, RateLimit: st.Rate,
 		CircuitFailures: st.Circuit.Failures,
@@ -60,6 +60,11 @@ func toDestinationJSON(st jobs.DestinationStatus) destinationJSON {
 	return out
 }
 
+// DestinationListJSON is GET /admin/destinations's answer.
+type DestinationListJSON struct {
+	Destinations []DestinationJSON `json:"destinations"`
+}
+
 // listDestinations handles GET /admin/destinations. Redis failing to
 // answer still lists every destination, with what Postgres knows (the
 // pauses) and state "unknown".
@@ -68,11 +73,11 @@ func (a *Admin) listDestinations(c echo.Context) error {
 	if err != nil {
 		a.requestLog(c).WarnContext(c.Request().Context(), "destination states unknown: Redis did not answer", "error", err.Error())
 	}
-	out := make([]destinationJSON, 0, len(list))
+	out := make([]DestinationJSON, 0, len(list))
 	for _, st := range list {
 		out = append(out, toDestinationJSON(st))
 	}
-	return c.JSON(http.StatusOK, map[string]any{"destinations": out})
+	return c.JSON(http.StatusOK, DestinationListJSON{Destinations: out})
 }
 
 // steerInput is the optional JSON body of a pause or resume.
@@ -154,7 +159,7 @@ func bindJSONBody(c echo.Context, dst any) error {
 // destinationsPage is the page of destinations.
 type destinationsPage struct {
 	viewer
-	Destinations []destinationJSON
+	Destinations []DestinationJSON
 	Error        string
 	Flash        string
 }

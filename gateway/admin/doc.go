@@ -1,14 +1,21 @@
 // Package admin is webhookd's operator surface, mounted on the gateway's
 // Echo server under /admin:
 //
-//	GET  /admin/events                    list events (filters, cursor paging, newest first)
-//	GET  /admin/events/:source/:id        one event: payload, headers, runs, attempt log
-//	POST /admin/events/:source/:id/replay replay by id (?force=true for a new generation)
+//	GET  /admin/events                    list events (search and filters, count, newer and older
+//	                                      pages); the list page for a browser (Accept: text/html)
+//	GET  /admin/events/:source/:id        one event: payload, headers, runs, attempt log; the
+//	                                      event page for a browser (one URL per event)
+//	POST /admin/events/:source/:id/replay replay by id (force=true for a new generation, which
+//	                                      names destination=<name> or * and a reason)
 //	POST /admin/replay                    bulk replay by filter (dry run by default, capped)
-//	GET  /admin/                          event browser (server-rendered HTML)
-//	GET  /admin/view/:source/:id          event page with Replay buttons
-//	GET  /admin/view?source=&id=          the same, for the ids "." and ".." (a browser
+//	GET  /admin/                          the list page
+//	GET  /admin/view/:source/:id          the event page's old address: redirects (301)
+//	GET  /admin/view?source=&id=          the event page, for the ids "." and ".." (a browser
 //	                                      resolves them away as path segments)
+//	POST /admin/view/:source/:id/replay   the event page's Replay and Force replay forms
+//	     /admin/view/bulk-replay          bulk replay from the page: preview, then confirm
+//	                                      with a reason
+//	GET  /admin/destinations              destinations' states (and pause, resume)
 //	     /admin/queues/                   the Asynq dashboard (asynqmon)
 //	     /admin/login                     sets the session cookie for browsers (12h)
 //	POST /admin/logout                    clears it
@@ -47,5 +54,7 @@
 // Replay is safe by default: a done run answers with its stored result
 // and calls nothing; a failed or dead run is retried with the same key
 // (the destination deduplicates on it); only force starts a new
-// generation, <key>#N, recorded with who and why before it is enqueued.
+// generation, <key>#N, recorded with who and why before it is enqueued,
+// and it must name its destinations and a reason. The API's POSTs read
+// only JSON bodies: any other is 415, never an empty request.
 package admin

@@ -3,6 +3,8 @@ package admin
 import (
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,13 +52,115 @@ var States = []string{
 	dedupe.StatusFailed, dedupe.StatusDead, dedupe.StatusSkippedStale, dedupe.StateRecordedOnly,
 }
 
-func validState(s string) bool {
-	for _, v := range States {
-		if v == s {
-			return true
+func validState(s string) bool { return slices.Contains(States, s) }
+
+// RunStatuses lists the run statuses a filter may name (status=).
+var RunStatuses = []string{
+	dedupe.StatusRunning, dedupe.StatusDone, dedupe.StatusFailed, dedupe.StatusDead, dedupe.StatusSkippedStale,
+}
+
+// filterInput is an event filter as the API's query or JSON, the page's
+// form and the CLI give it: text, validated by eventFilter.
+type filterInput struct {
+	Source      string `json:"source" query:"source" form:"source"`
+	State       string `json:"state" query:"state" form:"state"`
+	Since       string `json:"since" query:"since" form:"since"`
+	Until       string `json:"until" query:"until" form:"until"`
+	Q           string `json:"q" query:"q" form:"q"`
+	Type        string `json:"type" query:"type" form:"type"`
+	Destination string `json:"destination" query:"destination" form:"destination"`
+	Status      string `json:"status" query:"status" form:"status"`
+}
+
+// filterInputFrom reads a filter from URL values (a query or a form).
+func filterInputFrom(v url.Values) filterInput {
+	return filterInput{
+		Source: v.Get("source"), State: v.Get("state"), Since: v.Get("since"), Until: v.Get("until"),
+		Q: v.Get("q"), Type: v.Get("type"), Destination: v.Get("destination"), Status: v.Get("status"),
+	}
+}
+
+// values returns the filter's non-empty fields as URL values (links to
+// the same filter).
+func (in filterInput) values() url.Values {
+	v := url.Values{}
+	for k, s := range map[string]string{"source": in.Source, "state": in.State, "since": in.Since, "until": in.Until,
+		"q": in.Q, "type": in.Type, "destination": in.Destination, "status": in.Status} {
+		if s != "" {
+			v.Set(k, s)
 		}
 	}
-	return false
+	return v
+}
+
+// Shown is the filter's non-empty fields, for a page to say what it
+// selects.
+func (in filterInput) Shown() map[string]string {
+	out := map[string]string{}
+	for k, v := range in.values() {
+		out[k] = v[0]
+	}
+	return out
+}
+
+// eventFilter validates in and builds the storage filter: an error wraps
+// ErrBadFilter or textfield.ErrInvalid (400) or jobs.ErrUnknownSource
+// (422). A destination ("*" means any) keeps the events of the sources
+// that have it, and narrows a status to its runs.
+func (a *Admin) eventFilter(in filterInput, now time.Time) (dedupe.EventFilter, error) {
+	in.Q, in.Type = strings.TrimSpace(in.Q), strings.TrimSpace(in.Type)
+	f := dedupe.EventFilter{
+		Source: in.Source, State: in.State, IDPrefix: in.Q, Type: in.Type, Status: in.Status,
+		Destinations: a.cfg.Routes.DestinationCounts(),
+	}
+	if err := checkText(textInput{"source", in.Source, maxNameBytes}, textInput{"q", in.Q, maxIDBytes},
+		textInput{"type", in.Type, maxIDBytes}, textInput{"destination", in.Destination, maxNameBytes}); err != nil {
+		return f, err
+	}
+	if f.State != "" && !validState(f.State) {
+		return f, fmt.Errorf("%w: unknown state %q (want one of %s)", ErrBadFilter, f.State, strings.Join(States, ", "))
+	}
+	if f.Status != "" && !slices.Contains(RunStatuses, f.Status) {
+		return f, fmt.Errorf("%w: unknown run status %q (want one of %s)", ErrBadFilter, f.Status, strings.Join(RunStatuses, ", "))
+	}
+	if in.Destination != "" && in.Destination != AllDestinations {
+		f.Sources, f.RunDestination = a.sourcesWith(in.Destination), in.Destination
+	}
+	var err error
+	if f.Since, err = ParseTime(in.Since, now); err != nil {
+		return f, fmt.Errorf("since: %w", err)
+	}
+	if f.Until, err = ParseTime(in.Until, now); err != nil {
+		return f, fmt.Errorf("until: %w", err)
+	}
+	return f, nil
+}
+
+// sourcesWith returns the sources that have a destination named name,
+// sorted; empty (not nil) when none has.
+func (a *Admin) sourcesWith(name string) []string {
+	out := []string{}
+	for _, src := range a.sources() {
+		if _, ok := a.cfg.Routes[src][name]; ok {
+			out = append(out, src)
+		}
+	}
+	return out
+}
+
+// destinationNames returns every destination name of every source,
+// sorted, once each.
+func (a *Admin) destinationNames() []string {
+	var out []string
+	for _, dests := range a.cfg.Routes {
+		for n := range dests {
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // ParseTime reads a filter time: RFC 3339 ("2026-01-02T15:04:05Z"), a

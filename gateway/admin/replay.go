@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/webhookd/webhookd/dedupe"
@@ -18,7 +19,16 @@ var (
 	// not be handed to the queue (Redis down). The run is visible on the
 	// event; replaying it again (without force) enqueues it.
 	ErrEnqueueFailed = errors.New("replay recorded but not enqueued; replay again without force once the queue answers")
+	// ErrBadReplay is returned for a replay request that cannot be acted
+	// on as asked: a forced replay that names no destination (a name, or
+	// AllDestinations) or gives no reason (400).
+	ErrBadReplay = errors.New("invalid replay request")
 )
+
+// AllDestinations, as a replay's destination, names every destination of
+// the event's source; a forced replay must name its destinations, this
+// or one name.
+const AllDestinations = "*"
 
 // Replay actions, per destination, as reported in RunReplay.Action.
 const (
@@ -45,13 +55,30 @@ const (
 type ReplayRequest struct {
 	Source  string
 	EventID string
-	// Destination limits the replay to one destination; empty means all.
+	// Destination limits the replay to one destination; empty or
+	// AllDestinations means all.
 	Destination string
-	// Force starts a new generation even for a done run.
+	// Force starts a new generation even for a done run. It must name
+	// its Destination (a name or AllDestinations) and give a Reason: a
+	// forced replay sends again to destinations that are done.
 	Force bool
 	// By and Reason are recorded on the run and in the audit log line.
 	// By defaults to "admin".
 	By, Reason string
+}
+
+// checkForce returns ErrBadReplay when a forced replay does not name its
+// destinations or give a reason.
+func checkForce(force bool, destination, reason string) error {
+	switch {
+	case !force:
+		return nil
+	case destination == "":
+		return fmt.Errorf("%w: a forced replay sends again, even to destinations that are done: name destination=<name>, or destination=%s for all", ErrBadReplay, AllDestinations)
+	case strings.TrimSpace(reason) == "":
+		return fmt.Errorf("%w: a forced replay needs a reason (recorded on the run)", ErrBadReplay)
+	}
+	return nil
 }
 
 // ReplayResult says what a replay did, per destination.
@@ -78,17 +105,13 @@ type RunReplay struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Replay replays one event: per destination, a done run answers with its
+// replay replays one event: per destination, a done run answers with its
 // stored result and calls nothing; a failed or dead run is reopened
 // (attempts reset to 0) and enqueued with the same key; a destination
 // without a run gets its first one; with Force, a new generation is
 // recorded and enqueued. It returns dedupe.ErrNotFound for an unknown
 // event, jobs.ErrUnknownSource or jobs.ErrUnknownDestination, and ErrEnqueueFailed
 // (with the result filled in) when Redis did not take the task.
-func (a *Admin) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, error) {
-	return a.replay(ctx, a.log, req)
-}
-
 func (a *Admin) replay(ctx context.Context, log *slog.Logger, req ReplayRequest) (ReplayResult, error) {
 	if req.By == "" {
 		req.By = "admin"
@@ -99,11 +122,14 @@ func (a *Admin) replay(ctx context.Context, log *slog.Logger, req ReplayRequest)
 		textInput{"reason", req.Reason, maxNoteBytes}); err != nil {
 		return res, err
 	}
+	if err := checkForce(req.Force, req.Destination, req.Reason); err != nil {
+		return res, err
+	}
 	dests, err := a.destinations(req.Source)
 	if err != nil {
 		return res, err
 	}
-	if req.Destination != "" {
+	if req.Destination != "" && req.Destination != AllDestinations {
 		if !slices.Contains(dests, req.Destination) {
 			return res, fmt.Errorf("%w: %s", jobs.ErrUnknownDestination, req.Destination)
 		}
@@ -225,21 +251,22 @@ func (a *Admin) replayDestination(ctx context.Context, log *slog.Logger, req Rep
 	return rr, nil
 }
 
-// BulkRequest asks to replay the events matching a filter.
-type BulkRequest struct {
-	// Source, State, Since and Until select events as in the listing.
-	Source, State string
-	Since, Until  time.Time
-	// Cursor continues after the previous call's last event.
-	Cursor string
-	// Limit caps the events this call acts on. Defaults to 100; at most
+// bulkRequest asks to replay the events matching a filter.
+type bulkRequest struct {
+	// filter selects events as in the listing; its destination is also
+	// where to replay (empty or AllDestinations: every one that needs
+	// it).
+	filter filterInput
+	// cursor continues after the previous call's last event.
+	cursor string
+	// limit caps the events this call acts on. Defaults to 100; at most
 	// Config.BulkLimit.
-	Limit int
-	// DryRun only counts and lists what would be replayed.
-	DryRun bool
-	// Force, By and Reason are as in ReplayRequest.
-	Force      bool
-	By, Reason string
+	limit int
+	// dryRun only counts and lists what would be replayed.
+	dryRun bool
+	// force, by and reason are as in ReplayRequest.
+	force      bool
+	by, reason string
 }
 
 // BulkResult says what a bulk replay did (or would do).
@@ -266,47 +293,50 @@ type BulkResult struct {
 	Next string `json:"next_cursor,omitempty"`
 }
 
+// eventCount is the count a bulk result carries.
+func eventCount(r BulkResult) dedupe.EventCount {
+	return dedupe.EventCount{Matched: r.Matched, Complete: !r.MatchedAtLeast}
+}
+
 // defaultBulkLimit is a bulk replay's cap when the request names none.
 const defaultBulkLimit = 100
 
 // BulkReplay is one event of a bulk replay.
 type BulkReplay struct {
-	Source  string      `json:"source"`
-	EventID string      `json:"event_id"`
-	State   string      `json:"state"`
-	Runs    []RunReplay `json:"runs,omitempty"`
-	Error   string      `json:"error,omitempty"`
+	Source    string      `json:"source"`
+	EventID   string      `json:"event_id"`
+	EventType string      `json:"event_type,omitempty"`
+	State     string      `json:"state"`
+	Runs      []RunReplay `json:"runs,omitempty"`
+	Error     string      `json:"error,omitempty"`
 }
 
-// BulkReplay replays up to a capped number of events matching the
-// filter, newest first, one after the other; with DryRun it only counts
+// bulkReplayWith replays up to a capped number of events matching the
+// filter, newest first, one after the other; with dryRun it only counts
 // and lists them. Continue with BulkResult.Next.
-func (a *Admin) BulkReplay(ctx context.Context, req BulkRequest) (BulkResult, error) {
-	return a.bulkReplayWith(ctx, a.log, req)
-}
-
-func (a *Admin) bulkReplayWith(ctx context.Context, log *slog.Logger, req BulkRequest) (BulkResult, error) {
-	limit := req.Limit
+func (a *Admin) bulkReplayWith(ctx context.Context, log *slog.Logger, req bulkRequest) (BulkResult, error) {
+	limit := req.limit
 	if limit <= 0 {
 		limit = min(defaultBulkLimit, a.cfg.BulkLimit)
 	}
 	limit = min(limit, a.cfg.BulkLimit)
-	if err := checkText(textInput{"source", req.Source, maxNameBytes}, textInput{"cursor", req.Cursor, maxCursorBytes},
-		textInput{"by", req.By, maxNoteBytes}, textInput{"reason", req.Reason, maxNoteBytes}); err != nil {
+	if err := checkText(textInput{"cursor", req.cursor, maxCursorBytes},
+		textInput{"by", req.by, maxNoteBytes}, textInput{"reason", req.reason, maxNoteBytes}); err != nil {
 		return BulkResult{}, err
 	}
-	if req.State != "" && !validState(req.State) {
-		return BulkResult{}, fmt.Errorf("%w: unknown state %q", ErrBadFilter, req.State)
+	if err := checkForce(req.force, req.filter.Destination, req.reason); err != nil {
+		return BulkResult{}, err
 	}
-	if req.Source != "" {
-		if _, err := a.destinations(req.Source); err != nil {
+	f, err := a.eventFilter(req.filter, time.Now())
+	if err != nil {
+		return BulkResult{}, err
+	}
+	if req.filter.Source != "" {
+		if _, err := a.destinations(req.filter.Source); err != nil {
 			return BulkResult{}, err
 		}
 	}
-	f := dedupe.EventFilter{
-		Source: req.Source, State: req.State, Since: req.Since, Until: req.Until,
-		Destinations: a.cfg.Routes.DestinationCounts(), Cursor: req.Cursor, Limit: limit,
-	}
+	f.Cursor, f.Limit = req.cursor, limit
 	matched, err := a.events.CountEvents(ctx, f)
 	if err != nil {
 		return BulkResult{}, err
@@ -315,17 +345,17 @@ func (a *Admin) bulkReplayWith(ctx context.Context, log *slog.Logger, req BulkRe
 	if err != nil {
 		return BulkResult{}, err
 	}
-	out := BulkResult{DryRun: req.DryRun, Matched: matched.Matched, MatchedAtLeast: !matched.Complete, Limit: limit,
-		Selected: len(page.Events), Next: page.Next}
-	log.InfoContext(ctx, "bulk replay", slog.Bool("dry_run", req.DryRun), slog.Bool("force", req.Force),
-		slog.String("source", req.Source), slog.String("state", req.State), slog.Int64("matched", matched.Matched),
+	out := BulkResult{DryRun: req.dryRun, Matched: matched.Matched, MatchedAtLeast: !matched.Complete, Limit: limit,
+		Selected: len(page.Events), Events: []BulkReplay{}, Next: page.Next}
+	log.InfoContext(ctx, "bulk replay", slog.Bool("dry_run", req.dryRun), slog.Bool("force", req.force),
+		slog.Any("filter", req.filter.values()), slog.Int64("matched", matched.Matched),
 		slog.Bool("matched_at_least", !matched.Complete),
-		slog.Int("selected", len(page.Events)), slog.String("by", req.By), slog.String("reason", req.Reason))
+		slog.Int("selected", len(page.Events)), slog.String("by", req.by), slog.String("reason", req.reason))
 	for _, ev := range page.Events {
-		br := BulkReplay{Source: ev.Source, EventID: ev.ExternalID, State: ev.State}
-		if !req.DryRun {
+		br := BulkReplay{Source: ev.Source, EventID: ev.ExternalID, EventType: ev.EventType, State: ev.State}
+		if !req.dryRun {
 			res, err := a.replay(ctx, log, ReplayRequest{
-				Source: ev.Source, EventID: ev.ExternalID, Force: req.Force, By: req.By, Reason: req.Reason,
+				Source: ev.Source, EventID: ev.ExternalID, Destination: req.filter.Destination, Force: req.force, By: req.by, Reason: req.reason,
 			})
 			br.Runs = res.Runs
 			if err != nil {

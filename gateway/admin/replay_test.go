@@ -87,7 +87,7 @@ func TestReplayForceStartsARecordedGeneration(t *testing.T) {
 	b.waitState(t, "evt_force", dedupe.StatusDone)
 
 	var res admin.ReplayResult
-	code := b.do(t, "POST", "/admin/events/stripe/evt_force/replay?force=true&by=erin&reason=customer+asked", "", &res)
+	code := b.do(t, "POST", "/admin/events/stripe/evt_force/replay?force=true&destination=billing&by=erin&reason=customer+asked", "", &res)
 	if code != http.StatusAccepted || res.Runs[0].Action != admin.ActionForced || res.Runs[0].Key != key+"#2" {
 		t.Fatalf("forced replay: %d %+v", code, res)
 	}
@@ -158,7 +158,7 @@ func TestReplayKeysCannotCollideThroughHash(t *testing.T) {
 		b.waitState(t, "X#2", dedupe.StatusDone)
 
 		var res admin.ReplayResult
-		code := b.do(t, "POST", "/admin/events/stripe/X/replay?force=true&by=erin&reason=again", "", &res)
+		code := b.do(t, "POST", "/admin/events/stripe/X/replay?force=true&destination=billing&by=erin&reason=again", "", &res)
 		if code != http.StatusAccepted || len(res.Runs) != 1 || res.Runs[0].Key != victim+"#2" {
 			t.Fatalf("forced replay of X: %d %+v", code, res)
 		}
@@ -174,7 +174,7 @@ func TestReplayKeysCannotCollideThroughHash(t *testing.T) {
 		b := setup(t, options{})
 		victim := b.send(t, "X")
 		b.waitState(t, "X", dedupe.StatusDone)
-		if code := b.do(t, "POST", "/admin/events/stripe/X/replay?force=true&by=erin&reason=again", "", nil); code != http.StatusAccepted {
+		if code := b.do(t, "POST", "/admin/events/stripe/X/replay?force=true&destination=billing&by=erin&reason=again", "", nil); code != http.StatusAccepted {
 			t.Fatalf("forced replay of X: %d", code)
 		}
 		pipelinetest.Eventually(t, 20*time.Second, "X's #2 call", func() bool { return b.dest.calls(victim+"#2") == 1 })
@@ -284,8 +284,9 @@ func TestReplayForwardsARecordedOnlyEvent(t *testing.T) {
 		list.Events[0].EventID != "evt_elsewhere" || !list.Events[0].RecordedOnly || list.Events[0].State != dedupe.StateRecordedOnly {
 		t.Fatalf("listing by state recorded_only: %d %+v", code, list)
 	}
-	req, _ := http.NewRequest("GET", b.srv.URL+"/admin/view/stripe/evt_elsewhere", nil)
+	req, _ := http.NewRequest("GET", b.srv.URL+"/admin/events/stripe/evt_elsewhere", nil)
 	req.Header.Set("Authorization", "Bearer "+b.token)
+	req.Header.Set("Accept", "text/html")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -48,6 +48,11 @@ type Options struct {
 	// RecoveryMinAge is the age at which the reconciler looks at an event
 	// no worker has claimed. Defaults to 500ms.
 	RecoveryMinAge time.Duration
+	// AdminTokens, when set, turn on the process's admin surface with
+	// these full-access tokens (for the operator commands' tests).
+	AdminTokens []string
+	// AdminReadOnlyTokens are read-only admin tokens beside them.
+	AdminReadOnlyTokens []string
 	// Destinations maps destination names to URLs of the default Stripe
 	// source (Source, signed with Secret). Required unless Sources is set.
 	Destinations map[string]string
@@ -165,6 +170,7 @@ func Start(t testing.TB, opts Options) *Pipeline {
 		Routes:       routes,
 		Worker:       webhookd.WorkerConfig{Concurrency: 16, Backoff: backoff, ShutdownTimeout: 5 * time.Second},
 		Recovery:     jobs.ReconcilerConfig{Interval: 200 * time.Millisecond, MinAge: opts.RecoveryMinAge},
+		Admin:        webhookd.AdminConfig{Tokens: opts.AdminTokens, ReadOnlyTokens: opts.AdminReadOnlyTokens},
 	}, log)
 	if err != nil {
 		t.Fatalf("starting webhookd: %v", err)

@@ -1,0 +1,188 @@
+package dedupe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// EventDetail is everything stored about one event.
+type EventDetail struct {
+	EventSummary
+	// Headers is the stored request headers as a JSON object.
+	Headers []byte
+	// Payload is the raw body.
+	Payload []byte
+	// OrderEntity and OrderVersion are the ordering inputs, or empty.
+	OrderEntity, OrderVersion string
+	// Runs lists every run of the event, by destination then generation.
+	Runs []Run
+	// Attempts is the log of destination calls of those runs, oldest
+	// first (at most the latest 500).
+	Attempts []Attempt
+}
+
+// Run is one job_runs row.
+type Run struct {
+	Key         string
+	Destination string
+	Generation  int
+	Status      string
+	Attempts    int
+	Calls       int
+	MaxAttempts int
+	Permanent   bool
+	// Result is the stored result (JSON) of a done run, else nil.
+	Result      []byte
+	LastError   string
+	CreatedAt   time.Time
+	StartedAt   *time.Time
+	CompletedAt *time.Time
+	LeaseUntil  *time.Time
+	HeldUntil   *time.Time
+	// ReplayedBy and ReplayReason record who replayed the run and why.
+	ReplayedBy   string
+	ReplayReason string
+}
+
+// Call states, as stored in delivery_attempts.state.
+const (
+	// CallCalling: the call was logged before it was made; its outcome is
+	// not stored yet.
+	CallCalling = "calling"
+	// CallFinished: the call's outcome is stored.
+	CallFinished = "finished"
+	// CallUnknown: the worker stopped (or lost its lease) between logging
+	// the call and storing its outcome: the destination may have acted on
+	// it, so a later call with the same key may be a duplicate there.
+	CallUnknown = "unknown"
+)
+
+// Attempt is one destination call (a delivery_attempts row).
+type Attempt struct {
+	Key        string
+	Call       int
+	StatusCode int
+	Succeeded  bool
+	Error      string
+	Duration   time.Duration
+	// CreatedAt is when the call started.
+	CreatedAt time.Time
+	// State is CallCalling, CallFinished or CallUnknown.
+	State string
+	// Outcome names how a finished call ended (done, retry, permanent,
+	// hold); empty while calling, when unknown, and for calls logged
+	// before outcomes were named.
+	Outcome string
+}
+
+// Summary describes the call's outcome in a few words for people.
+func (a Attempt) Summary() string {
+	switch {
+	case a.State == CallCalling:
+		return "in flight"
+	case a.State == CallUnknown:
+		return "outcome unknown: the worker stopped mid-call (possible duplicate at the destination)"
+	case a.Succeeded:
+		return "ok"
+	}
+	return a.Error
+}
+
+const eventDetailSQL = `
+SELECT e.headers::text, e.payload, COALESCE(e.order_entity, ''), COALESCE(e.order_version, '')
+FROM events e WHERE e.source = $1 AND e.external_id = $2`
+
+const runColumns = `key, destination, generation, status, attempts, calls, max_attempts, permanent,
+       result, COALESCE(last_error, ''), created_at, started_at, completed_at, lease_until, held_until,
+       COALESCE(replayed_by, ''), COALESCE(replay_reason, '')`
+
+const eventRunsSQL = `
+SELECT ` + runColumns + `
+FROM job_runs WHERE source = $1 AND external_id = $2
+ORDER BY destination, generation`
+
+const eventAttemptsSQL = `
+SELECT * FROM (
+    SELECT key, call, COALESCE(status_code, 0), succeeded, COALESCE(error, ''), duration_ms, created_at,
+           state, COALESCE(outcome, ''), id
+    FROM delivery_attempts WHERE key = ANY($1::text[])
+    ORDER BY id DESC LIMIT 500
+) a ORDER BY id`
+
+// GetEvent returns the event with its runs and attempt log, or
+// ErrNotFound. destinations is the number of configured destinations of
+// the event's source (for its state); 0 counts as 1. It returns
+// ErrTooSlow past AdminStatementTimeout.
+func (s *Store) GetEvent(ctx context.Context, source, externalID string, destinations int) (EventDetail, error) {
+	var d EventDetail
+	err := s.adminTx(ctx, false, func(tx pgx.Tx) error {
+		d = EventDetail{}
+		var headers string
+		err := tx.QueryRow(ctx, eventDetailSQL, source, externalID).Scan(&headers, &d.Payload, &d.OrderEntity, &d.OrderVersion)
+		if err != nil {
+			return err
+		}
+		d.Headers = []byte(headers)
+		q := newEventQuery(EventFilter{Source: source, Destinations: map[string]int{source: max(destinations, 1)}}, nil)
+		q.where = append(q.where, "e.external_id = "+q.arg(externalID))
+		rows, err := tx.Query(ctx, q.withStateSQL(q.scanSQL(summaryColumns, "1")), q.args...)
+		if err != nil {
+			return err
+		}
+		if d.EventSummary, err = pgx.CollectExactlyOneRow(rows, scanSummary); err != nil {
+			return err
+		}
+		if d.Runs, err = runs(ctx, tx, source, externalID); err != nil {
+			return err
+		}
+		keys := make([]string, len(d.Runs))
+		for i, r := range d.Runs {
+			keys[i] = r.Key
+		}
+		rows, err = tx.Query(ctx, eventAttemptsSQL, keys)
+		if err != nil {
+			return err
+		}
+		d.Attempts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Attempt, error) {
+			var (
+				a  Attempt
+				ms float64
+				id int64
+			)
+			err := row.Scan(&a.Key, &a.Call, &a.StatusCode, &a.Succeeded, &a.Error, &ms, &a.CreatedAt, &a.State, &a.Outcome, &id)
+			a.Duration = time.Duration(ms * float64(time.Millisecond))
+			return a, err
+		})
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return EventDetail{}, fmt.Errorf("event %s/%s: %w", source, externalID, ErrNotFound)
+	}
+	if err != nil {
+		return EventDetail{}, fmt.Errorf("error reading event: %w", err)
+	}
+	return d, nil
+}
+
+func runs(ctx context.Context, db DB, source, externalID string) ([]Run, error) {
+	rows, err := db.Query(ctx, eventRunsSQL, source, externalID)
+	if err != nil {
+		return nil, fmt.Errorf("error reading runs: %w", err)
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) { return scanRun(row) })
+}
+
+func scanRun(row pgx.Row) (Run, error) {
+	var r Run
+	err := row.Scan(&r.Key, &r.Destination, &r.Generation, &r.Status, &r.Attempts, &r.Calls, &r.MaxAttempts,
+		&r.Permanent, &r.Result, &r.LastError, &r.CreatedAt, &r.StartedAt, &r.CompletedAt, &r.LeaseUntil,
+		&r.HeldUntil, &r.ReplayedBy, &r.ReplayReason)
+	if err != nil {
+		return Run{}, fmt.Errorf("error reading run: %w", err)
+	}
+	return r, nil
+}
