@@ -32,7 +32,7 @@ func serve(ctx context.Context, cfg *config, r webhookd.Roles, log *slog.Logger)
 	}
 	tp, err := tracing.FromEnv(ctx)
 	if err != nil {
-		return err
+		return &configError{where: "$OTEL_* (environment)", msg: err.Error()}
 	}
 	if tp != nil {
 		pcfg.TracerProvider = tp

@@ -72,7 +72,7 @@ func FromEnv(ctx context.Context) (Provider, error) {
 	}
 	exp, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("error configuring the trace exporter from OTEL_* variables: %w", err)
+		return nil, fmt.Errorf("trace exporter: %w", err)
 	}
 	if autoexport.IsNoneSpanExporter(exp) {
 		return nil, nil
