@@ -20,6 +20,7 @@ func newLogger(level string) *slog.Logger {
 	_ = l.UnmarshalText([]byte(level))
 	log := webhookd.NewLogger(os.Stdout, l)
 	webhookd.RouteRedisLogs(log)
+	webhookd.RouteTracingLogs(log)
 	return log
 }
 
