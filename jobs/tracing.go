@@ -38,7 +38,7 @@ func (r *Relay) traceHandOff(batch []notified, err error) {
 		if !n.span.IsValid() {
 			continue
 		}
-		ctx := trace.ContextWithRemoteSpanContext(context.Background(), n.span)
+		ctx := trace.ContextWithSpanContext(context.Background(), n.span)
 		_, span := r.tracer.Start(ctx, "webhookd.handoff",
 			trace.WithSpanKind(trace.SpanKindProducer),
 			trace.WithTimestamp(n.at),
