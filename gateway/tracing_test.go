@@ -100,7 +100,7 @@ func TestIngestTrace(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range server.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if attrs["http.response.status_code"] != "202" || attrs[tracing.EventIDKey] != "evt_traced" || attrs[tracing.SourceKey] != "stripe" {
 		t.Fatalf("request span attributes %v", attrs)
