@@ -108,6 +108,13 @@ func linkIDs(links []*tracepb.Span_Link) []string {
 	return ids
 }
 
+// all returns every span received so far.
+func (r *otlpReceiver) all() []receivedSpan {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]receivedSpan(nil), r.spans...)
+}
+
 // ofTrace returns the spans of traceID received so far.
 func (r *otlpReceiver) ofTrace(traceID string) []receivedSpan {
 	r.mu.Lock()
@@ -134,6 +141,11 @@ func TestTraceAcrossProcesses(t *testing.T) {
 	schema := pgtest.New(t)
 	rdb := redistest.New(t)
 	receiver := newOTLPReceiver(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("spans received: %+v", receiver.all())
+		}
+	})
 	dest := newFaultSink(t)
 	var (
 		mu           sync.Mutex
