@@ -241,3 +241,21 @@ func TestTraceAcrossProcesses(t *testing.T) {
 		}
 	}
 }
+
+// TestTracingBadEnvironment: an OTEL_* value the exporter refuses stops
+// the process with one error that names the variable and its value, and
+// exit status 1, before anything starts.
+func TestTracingBadEnvironment(t *testing.T) {
+	t.Parallel()
+	bin := proctest.Binary(t)
+	config := proctest.WriteConfig(t, faultConfig("postgres://postgres@127.0.0.1:1/none", "redis://127.0.0.1:1/0", "webhookd", "http://127.0.0.1:1/"))
+	for _, tc := range []struct{ env, want string }{
+		{"OTEL_TRACES_EXPORTER=zipkinish", `webhookd: $OTEL_* (environment): trace exporter (OTEL_TRACES_EXPORTER="zipkinish"): `},
+		{"OTEL_EXPORTER_OTLP_PROTOCOL=carrier-pigeon", `webhookd: $OTEL_* (environment): trace exporter (OTEL_EXPORTER_OTLP_PROTOCOL="carrier-pigeon"): invalid OTLP protocol`},
+	} {
+		p := proctest.StartProcess(t, "gateway", bin, []string{"gateway", "-f", config}, tc.env, "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1")
+		if code := p.Wait(30 * time.Second); code != 1 || !strings.Contains(p.Logs(), tc.want) {
+			t.Errorf("%s: exit %d, want 1 and %q in:\n%s", tc.env, code, tc.want, p.Logs())
+		}
+	}
+}

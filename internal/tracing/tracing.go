@@ -72,7 +72,14 @@ func FromEnv(ctx context.Context) (Provider, error) {
 	}
 	exp, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("trace exporter: %w", err)
+		// The exporter's errors do not say which value they refuse.
+		var set []string
+		for _, k := range []string{"OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"} {
+			if v := os.Getenv(k); v != "" {
+				set = append(set, fmt.Sprintf("%s=%q", k, v))
+			}
+		}
+		return nil, fmt.Errorf("trace exporter (%s): %w", strings.Join(set, ", "), err)
 	}
 	if autoexport.IsNoneSpanExporter(exp) {
 		return nil, nil
