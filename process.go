@@ -105,8 +105,8 @@ type Config struct {
 	Admin AdminConfig
 	// Worker tunes the worker.
 	Worker WorkerConfig
-	// Recovery tunes the reconciler; Lease, Logger and Metrics are set
-	// from the process.
+	// Recovery tunes the reconciler; Lease, Logger, Metrics and
+	// TracerProvider are set from the process.
 	Recovery jobs.ReconcilerConfig
 	// Maintenance tunes retention and the duplicate check; Retention,
 	// Logger and Metrics are set from the process.
@@ -268,7 +268,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 	p.background.Go(func() { destinations.Run(bg) })
 
 	recovery := cfg.Recovery
-	recovery.Lease, recovery.Logger, recovery.Metrics = cfg.Lease, log, metrics
+	recovery.Lease, recovery.Logger, recovery.Metrics, recovery.TracerProvider = cfg.Lease, log, metrics, cfg.TracerProvider
 	reconciler := jobs.NewReconciler(store, enqueuer, recovery)
 	p.background.Go(func() { reconciler.Run(bg) })
 

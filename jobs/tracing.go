@@ -54,6 +54,36 @@ func (r *Relay) traceHandOff(batch []notified, err error) {
 	}
 }
 
+// traceRecovery records what recovery did about t (why: the reconciler's
+// reason; action: the task's action, or the swept run's status) as a
+// "webhookd.recover" span in the event's trace, when tracing is on and
+// the event has one.
+func (r *Reconciler) traceRecovery(t pendingTask, why, action string) {
+	if r.tracer == nil {
+		return
+	}
+	event := tracing.SpanContext(t.traceParent)
+	if !event.IsValid() {
+		return
+	}
+	p := t.payload
+	_, span := r.tracer.Start(trace.ContextWithRemoteSpanContext(context.Background(), event), "webhookd.recover",
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			attribute.String(tracing.SourceKey, p.Source),
+			attribute.String(tracing.EventIDKey, p.EventID),
+			attribute.String(tracing.DestinationKey, p.Destination),
+			attribute.String(tracing.JobKey, p.Key()),
+			attribute.Int(tracing.GenerationKey, p.generation()),
+			attribute.String(tracing.RecoveryKey, why),
+			attribute.String(tracing.OutcomeKey, action),
+		))
+	if action == dedupe.StatusDead {
+		span.SetStatus(codes.Error, "lease passed and attempts are exhausted")
+	}
+	span.End()
+}
+
 // claimStarted returns the time a claim starts when tracing is on, for
 // the claim span that startDeliver records once the claim has read the
 // event's trace; the zero time when off.

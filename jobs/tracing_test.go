@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -189,5 +190,53 @@ func TestRelayHandOffSpan(t *testing.T) {
 	}
 	if got := attr(s, tracing.EventIDKey).AsString(); got != "evt_1" {
 		t.Fatalf("hand-off span names event %q", got)
+	}
+}
+
+// TestRecoveryJoinsEventTrace: what the reconciler does about an event's
+// work shows in the event's trace: a task written for an event the
+// relay never handed off, and a run whose lease passed (its worker died,
+// its own spans lost with it), each a "webhookd.recover" span under the
+// request span.
+func TestRecoveryJoinsEventTrace(t *testing.T) {
+	t.Parallel()
+	tr := newTraced(t)
+	s := pgtest.New(t)
+	store := dedupe.New(s.Pool)
+	r := redistest.New(t)
+	routes := jobs.Routes{"src": {"dst": {Name: "dst", URL: "http://127.0.0.1:1/"}}}
+	rec := jobs.NewReconciler(store, jobs.NewEnqueuer(r.Client, r.Queue, routes), jobs.ReconcilerConfig{
+		MinAge: time.Millisecond, Slack: time.Millisecond, Logger: testLogger(t), TracerProvider: tr.tp,
+	})
+	var events []dedupe.Event
+	for _, id := range []string{"evt_unsent", "evt_abandoned"} {
+		events = append(events, dedupe.Event{Source: "src", ExternalID: id, Payload: []byte(body), TraceParent: tr.ingestT})
+	}
+	if _, err := dedupe.RecordBatch(testCtx(t), s.Pool, events); err != nil {
+		t.Fatal(err)
+	}
+	// A worker claimed evt_abandoned and died: its lease passes.
+	if _, err := store.Claim(testCtx(t), dedupe.ClaimRequest{Key: jobs.Key("src", "dst", "evt_abandoned", 1), Source: "src",
+		ExternalID: "evt_abandoned", Destination: "dst", Generation: 1, MaxAttempts: 5, Lease: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if _, err := rec.Pass(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, sp := range tr.named("webhookd.recover") {
+		if sp.Parent().SpanID() != tr.ingest.SpanID() || sp.SpanContext().TraceID() != tr.ingest.TraceID() {
+			t.Errorf("recover span of %s is not under the request span", attr(sp, tracing.EventIDKey).AsString())
+		}
+		id := attr(sp, tracing.EventIDKey).AsString()
+		got[id] = append(got[id], attr(sp, tracing.RecoveryKey).AsString()+"/"+attr(sp, tracing.OutcomeKey).AsString())
+	}
+	want := map[string][]string{
+		"evt_unsent":    {"event not claimed/written"},
+		"evt_abandoned": {"lease passed/failed", "lease passed/written"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("recover spans %v, want %v", got, want)
 	}
 }

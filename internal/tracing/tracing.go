@@ -163,6 +163,9 @@ const (
 	// OutcomeKey is how a step ended, in the words of the metrics'
 	// outcome label.
 	OutcomeKey = "webhookd.outcome"
+	// RecoveryKey says why recovery acted on a run or task ("lease
+	// passed", "retry due", "event not claimed").
+	RecoveryKey = "webhookd.recovery"
 	// EventsKey counts the events of a batch.
 	EventsKey = "webhookd.events"
 	// LinkKey, on a link, says why a span links to the event's trace:
