@@ -193,7 +193,9 @@ func TestTraceAcrossProcesses(t *testing.T) {
 		spans = receiver.ofTrace(traceID)
 		got := map[string]int{}
 		for _, s := range spans {
-			got[s.process+"/"+s.name]++
+			if s.name != "webhookd.recover" { // the reconciler may hasten a retry: not what this test is about
+				got[s.process+"/"+s.name]++
+			}
 		}
 		return fmt.Sprint(got) == fmt.Sprint(want)
 	})
