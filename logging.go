@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
 
 	"github.com/webhookd/webhookd/internal/quietlog"
 )
@@ -42,4 +45,23 @@ type redisLogger struct{ q *quietlog.Logger }
 
 func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	r.q.Log(ctx, slog.LevelWarn, format, fmt.Sprintf(format, v...))
+}
+
+// RouteTracingLogs carries OpenTelemetry's own lines (an export that
+// failed, a collector out of reach), which it writes as plain text to
+// stderr by default, into log as warnings tagged component tracing, at
+// most one line of a kind every 10s. OpenTelemetry has one error handler
+// and one logger per program, so this is called once, by main.
+func RouteTracingLogs(log *slog.Logger) {
+	log = log.With(slog.String("component", "tracing"))
+	q := quietlog.New(log, 10*time.Second)
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		msg := err.Error()
+		// The kind is the message up to its first detail, so a collector
+		// refusing every export is one line per interval.
+		kind, _, _ := strings.Cut(msg, ":")
+		q.Log(context.Background(), slog.LevelWarn, kind, "tracing: "+msg)
+	}))
+	// Its informational lines are debug here; errors go to the handler.
+	otel.SetLogger(logr.FromSlogHandler(log.Handler()))
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway"
@@ -104,12 +105,17 @@ type Config struct {
 	Admin AdminConfig
 	// Worker tunes the worker.
 	Worker WorkerConfig
-	// Recovery tunes the reconciler; Lease, Logger and Metrics are set
-	// from the process.
+	// Recovery tunes the reconciler; Lease, Logger, Metrics and
+	// TracerProvider are set from the process.
 	Recovery jobs.ReconcilerConfig
 	// Maintenance tunes retention and the duplicate check; Retention,
 	// Logger and Metrics are set from the process.
 	Maintenance jobs.MaintenanceConfig
+	// TracerProvider, when set, traces each event from its request to its
+	// destination calls (SPEC; internal/tracing.FromEnv builds it from
+	// OTEL_* variables). Nil turns tracing off. Shutting it down is the
+	// caller's, after Stop.
+	TracerProvider trace.TracerProvider
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -224,9 +230,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 	watch := newDependencyWatch(dependencies(cfg.Roles, store.Ping, pingRedis), time.Second, log, reg)
 	p.background.Go(func() { watch.Run(bg) })
 	gwCfg := gateway.Config{
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		Registry:     reg,
-		Logger:       log,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		Registry:       reg,
+		Logger:         log,
+		TracerProvider: cfg.TracerProvider,
 		Readiness: []gateway.Check{
 			{Name: "postgres", Func: store.Ping},
 			{Name: "redis", Func: pingRedis},
@@ -234,7 +241,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 	}
 	var (
 		rec     recorder
-		handoff interface{ Notify(string, string) }
+		handoff interface {
+			Notify(ctx context.Context, source, eventID string)
+		}
 	)
 	if cfg.Roles.Gateway {
 		for name, s := range cfg.Sources {
@@ -249,7 +258,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		// do not pay a statement per event (docs/performance.md).
 		p.batcher = dedupe.NewBatcher(p.pool, dedupe.BatcherConfig{MaxInFlight: 2, Linger: time.Millisecond})
 		rec = withFaults(p.batcher, log)
-		relay := jobs.NewRelay(enqueuer, jobs.RelayConfig{Logger: log, Metrics: metrics})
+		relay := jobs.NewRelay(enqueuer, jobs.RelayConfig{Logger: log, Metrics: metrics, TracerProvider: cfg.TracerProvider})
 		handoff = relay
 		p.background.Go(func() { relay.Run(bg) })
 	}
@@ -259,7 +268,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 	p.background.Go(func() { destinations.Run(bg) })
 
 	recovery := cfg.Recovery
-	recovery.Lease, recovery.Logger, recovery.Metrics = cfg.Lease, log, metrics
+	recovery.Lease, recovery.Logger, recovery.Metrics, recovery.TracerProvider = cfg.Lease, log, metrics, cfg.TracerProvider
 	reconciler := jobs.NewReconciler(store, enqueuer, recovery)
 	p.background.Go(func() { reconciler.Run(bg) })
 
@@ -268,13 +277,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		// to 128 runs (docs/performance.md).
 		p.runs = dedupe.NewRunBatcher(store, dedupe.BatcherConfig{MaxBatch: 128, MaxInFlight: 1})
 		handler := jobs.NewHandler(withRunFaults(p.runs, log), jobs.HandlerConfig{
-			Routes:      cfg.Routes,
-			Lease:       cfg.Lease,
-			Backoff:     cfg.Worker.Backoff,
-			DefaultHold: cfg.Worker.DefaultHold,
-			Logger:      log,
-			Metrics:     metrics,
-			Steering:    destinations.Steering(),
+			Routes:         cfg.Routes,
+			Lease:          cfg.Lease,
+			Backoff:        cfg.Worker.Backoff,
+			DefaultHold:    cfg.Worker.DefaultHold,
+			Logger:         log,
+			Metrics:        metrics,
+			Steering:       destinations.Steering(),
+			TracerProvider: cfg.TracerProvider,
 		})
 		queues, err := shards.ServedQueues(p.redis)
 		if err != nil {
@@ -326,7 +336,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 	build := ReadBuildInfo()
 	log.InfoContext(ctx, "webhookd started", slog.String("listen", p.Addr().String()),
 		slog.String("version", build.Version), slog.String("revision", build.Revision),
-		slog.Bool("gateway", cfg.Roles.Gateway), slog.Bool("worker", cfg.Roles.Worker), slog.Int("sources", len(cfg.Sources)))
+		slog.Bool("gateway", cfg.Roles.Gateway), slog.Bool("worker", cfg.Roles.Worker), slog.Int("sources", len(cfg.Sources)),
+		slog.Bool("tracing", cfg.TracerProvider != nil))
 	return p, nil
 }
 

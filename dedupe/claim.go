@@ -90,6 +90,9 @@ type StoredEvent struct {
 	Payload []byte
 	// OrderEntity and OrderVersion are the ordering inputs, or empty.
 	OrderEntity, OrderVersion string
+	// TraceParent is the W3C traceparent the event was received under
+	// (Event.TraceParent), or empty.
+	TraceParent string
 }
 
 // claimSQL claims many keys at once: each is created as running, or a
@@ -150,6 +153,7 @@ SELECT i.key,
        cur.result,
        COALESCE(c.lease_until, cur.held_until, cur.lease_until),
        e.content_type, e.payload, COALESCE(e.order_entity, ''), COALESCE(e.order_version, ''),
+       COALESCE(e.trace_parent, ''),
        (cur.source, cur.external_id, cur.destination, cur.generation)
            IS DISTINCT FROM (i.source, i.external_id, i.destination, i.generation)
 FROM input i
@@ -219,10 +223,11 @@ func (s *Store) claimBatch(ctx context.Context, reqs []ClaimRequest) ([]claimRes
 			payload []byte
 			entity  *string
 			version *string
+			tp      *string
 			foreign bool
 		)
 		if err := rows.Scan(&key, &claimed, &status, &c.Call, &c.Attempts, &result, &retryAt,
-			&ct, &payload, &entity, &version, &foreign); err != nil {
+			&ct, &payload, &entity, &version, &tp, &foreign); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("error reading claims: %w", err)
 		}
@@ -247,6 +252,7 @@ func (s *Store) claimBatch(ctx context.Context, reqs []ClaimRequest) ([]claimRes
 					Payload:      payload,
 					OrderEntity:  *entity,
 					OrderVersion: *version,
+					TraceParent:  *tp,
 				}
 			}
 		default:

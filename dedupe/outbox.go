@@ -43,6 +43,9 @@ type UnsettledEvent struct {
 	ReceivedAt time.Time
 	// Claimed lists the destinations that have a first-generation run.
 	Claimed []string
+	// TraceParent is the event's traceparent (Event.TraceParent), or
+	// empty.
+	TraceParent string
 }
 
 // OutboxCursor is where a walk through the outbox resumes: after the
@@ -58,10 +61,11 @@ type OutboxCursor struct {
 // cursor ($2, $3, $4), oldest first, each with the destinations that have
 // a first-generation run. The range condition on received_at alone lets
 // the walk use the outbox's received_at index.
-const unsettledSQL = `
+var unsettledSQL = `
 SELECT o.source, o.external_id, o.received_at,
        ARRAY(SELECT r.destination FROM job_runs r
-             WHERE r.source = o.source AND r.external_id = o.external_id AND r.generation = 1)
+             WHERE r.source = o.source AND r.external_id = o.external_id AND r.generation = 1),
+       ` + traceParentSQL("o.source", "o.external_id") + `
 FROM event_outbox o
 WHERE o.received_at < now() - $1 * interval '1 millisecond'
   AND o.received_at >= $2
@@ -82,7 +86,7 @@ func (s *Store) UnsettledEvents(ctx context.Context, after OutboxCursor, minAge 
 	var out []UnsettledEvent
 	for rows.Next() {
 		var ev UnsettledEvent
-		if err := rows.Scan(&ev.Source, &ev.ExternalID, &ev.ReceivedAt, &ev.Claimed); err != nil {
+		if err := rows.Scan(&ev.Source, &ev.ExternalID, &ev.ReceivedAt, &ev.Claimed, &ev.TraceParent); err != nil {
 			return nil, OutboxCursor{}, fmt.Errorf("error reading the outbox: %w", err)
 		}
 		out = append(out, ev)

@@ -34,6 +34,10 @@ type Event struct {
 	// ContentWindow is how long the digest marks later deliveries as
 	// copies; required with ContentDigest.
 	ContentWindow time.Duration
+	// TraceParent is the W3C traceparent of the span that received the
+	// event, stored with a new event so every later claim joins its
+	// trace; empty when tracing is off.
+	TraceParent string
 }
 
 // Recorded is what recording one delivery found.
@@ -75,6 +79,9 @@ type eventColumns struct {
 	digests [][]byte
 	windows []int64
 	signed  bool
+	// traceParents are the events' traceparents ("" for none), the
+	// statements' last parameter.
+	traceParents []string
 }
 
 func (c *eventColumns) add(ev *Event) {
@@ -94,6 +101,7 @@ func (c *eventColumns) add(ev *Event) {
 	c.digests = append(c.digests, ev.ContentDigest)
 	c.windows = append(c.windows, ev.ContentWindow.Milliseconds())
 	c.signed = c.signed || ev.ContentDigest != nil
+	c.traceParents = append(c.traceParents, ev.TraceParent)
 }
 
 // args returns the columns as $1..$9 of eventsInputSQL.
@@ -102,14 +110,15 @@ func (c *eventColumns) args() []any {
 		c.entities, c.versions, c.destinations}
 }
 
-// eventsInputSQL is the input rows of the event statements. They insert
+// eventsInputSQL is the input rows of the event statements, $1..$9
+// (args) and the traceparents, $10. They insert
 // them ORDER BY s, x: one lock order for every statement, so concurrent
 // batches (and imports) never deadlock.
 const eventsInputSQL = `
 input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bytea[],
-                         $7::text[], $8::text[], $9::int[])
-        AS u(s, x, d, ct, h, p, oe, ov, n)
+                         $7::text[], $8::text[], $9::int[], $10::text[])
+        AS u(s, x, d, ct, h, p, oe, ov, n, tp)
 )`
 
 // recordSQL inserts many events at once and puts each new one in the
@@ -126,8 +135,8 @@ WITH ` + eventsInputSQL + `, ` + recordCTEsSQL("input") + recordReportSQL("")
 func recordCTEsSQL(from string) string {
 	return `recorded AS (
     INSERT INTO events AS e
-        (source, external_id, deliveries, content_type, headers, payload, order_entity, order_version)
-    SELECT s, x, d, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, '') FROM ` + from + ` ORDER BY s, x
+        (source, external_id, deliveries, content_type, headers, payload, order_entity, order_version, trace_parent)
+    SELECT s, x, d, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, ''), NULLIF(tp, '') FROM ` + from + ` ORDER BY s, x
     ON CONFLICT (source, external_id) DO UPDATE
         SET deliveries = e.deliveries + EXCLUDED.deliveries,
             last_received_at = now()
@@ -201,6 +210,7 @@ func RecordBatch(ctx context.Context, db DB, events []Event) ([]Recorded, error)
 	if cols.signed {
 		sql, args = recordSignedSQL, append(args, cols.digests, cols.windows)
 	}
+	args = append(args, cols.traceParents)
 	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("error recording events: %w", err)

@@ -68,6 +68,15 @@ type UnsettledRun struct {
 	Attempts int
 	// Due is when its next try was due (the sweep's time for a swept run).
 	Due time.Time
+	// TraceParent is the event's traceparent (Event.TraceParent), or
+	// empty, so recovery's decisions show in the event's trace.
+	TraceParent string
+}
+
+// traceParentSQL is the traceparent of the event (source, externalID, two
+// SQL expressions), "" when it has none: one lookup by primary key.
+func traceParentSQL(source, externalID string) string {
+	return `COALESCE((SELECT e.trace_parent FROM events e WHERE e.source = ` + source + ` AND e.external_id = ` + externalID + `), '')`
 }
 
 // sweepSQL turns running runs whose lease has passed into failed runs
@@ -75,7 +84,7 @@ type UnsettledRun struct {
 // reach max_attempts, and marks their calls still logged as 'calling' as
 // 'unknown': the worker died (or outlived its lease) between logging the
 // call and storing its outcome, so the destination may have acted on it.
-const sweepSQL = `
+var sweepSQL = `
 WITH swept AS (
     UPDATE job_runs r SET
         attempts = r.attempts + 1,
@@ -91,7 +100,8 @@ WITH swept AS (
         ORDER BY lease_until
         LIMIT $1
         FOR UPDATE SKIP LOCKED)
-    RETURNING r.key, r.source, r.external_id, r.destination, r.generation, r.status, r.attempts, now() AS due
+    RETURNING r.key, r.source, r.external_id, r.destination, r.generation, r.status, r.attempts, now() AS due,
+              ` + traceParentSQL("r.source", "r.external_id") + ` AS trace_parent
 ), unknown AS (
     UPDATE delivery_attempts a SET state = 'unknown'
     FROM swept s
@@ -127,8 +137,9 @@ type RunCursor struct {
 // dueRunsSQL reads up to $4 runs whose next try was due more than $1 ms
 // ago, after the cursor ($2, $3), earliest first. job_runs_retry_idx
 // holds only runs waiting for a try.
-const dueRunsSQL = `
-SELECT key, source, external_id, destination, generation, status, attempts, retry_at
+var dueRunsSQL = `
+SELECT key, source, external_id, destination, generation, status, attempts, retry_at,
+       ` + traceParentSQL("job_runs.source", "job_runs.external_id") + `
 FROM job_runs
 WHERE retry_at < now() - $1 * interval '1 millisecond'
   AND retry_at >= $2

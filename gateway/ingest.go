@@ -101,7 +101,7 @@ func (s *Server) ingest(c echo.Context) error {
 		log.WarnContext(ctx, "order fields missing; event is not ordered")
 	}
 
-	rec, err := s.recorder.Record(ctx, ev)
+	rec, err := s.record(ctx, ev)
 	if err != nil {
 		// A request that ended while its event waited leaves the event
 		// in its batch, still to be written: the body is not ours to
@@ -125,7 +125,7 @@ func (s *Server) ingest(c echo.Context) error {
 	if rec.Pending && s.handoff != nil {
 		// Also for a repeat: a hand-off cut short by a crash or a
 		// cancelled request is retried now instead of at the next scan.
-		s.handoff.Notify(name, id)
+		s.handoff.Notify(ctx, name, id)
 	}
 	if rec.CopyOf != "" {
 		// A copy of a recorded delivery under another id (the id is not

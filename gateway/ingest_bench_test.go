@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/gateway/eventid"
@@ -26,7 +30,7 @@ func (r benchRecorder) Record(context.Context, dedupe.Event) (dedupe.Recorded, e
 
 type benchHandoff struct{}
 
-func (benchHandoff) Notify(string, string) {}
+func (benchHandoff) Notify(context.Context, string, string) {}
 
 // benchBody is a reusable request body.
 type benchBody struct{ bytes.Reader }
@@ -61,21 +65,28 @@ func BenchmarkIngest(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// traced exports to nowhere through the SDK's batch processor, as a
+	// deployment with OTEL_* set does: what tracing costs per request.
+	traced := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	b.Cleanup(func() { _ = traced.Shutdown(context.Background()) })
 	for _, tc := range []struct {
-		name string
-		rec  dedupe.Recorded
-		size int
+		name   string
+		rec    dedupe.Recorded
+		size   int
+		tracer trace.TracerProvider
 	}{
-		{"new/1KiB", dedupe.Recorded{Inserted: true, Deliveries: 1, Pending: true}, 1 << 10},
-		{"duplicate/1KiB", dedupe.Recorded{Deliveries: 2, State: dedupe.StatusDone}, 1 << 10},
-		{"new/64KiB", dedupe.Recorded{Inserted: true, Deliveries: 1, Pending: true}, 64 << 10},
+		{"new/1KiB", dedupe.Recorded{Inserted: true, Deliveries: 1, Pending: true}, 1 << 10, nil},
+		{"duplicate/1KiB", dedupe.Recorded{Deliveries: 2, State: dedupe.StatusDone}, 1 << 10, nil},
+		{"new/64KiB", dedupe.Recorded{Inserted: true, Deliveries: 1, Pending: true}, 64 << 10, nil},
+		{"new/1KiB/traced", dedupe.Recorded{Inserted: true, Deliveries: 1, Pending: true}, 1 << 10, traced},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			srv := gateway.New(gateway.Config{
 				Sources: map[string]gateway.Source{"stripe": {Scheme: verify.SchemeStripe,
 					Verifier: v, EventID: ex, Destinations: 1}},
-				Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-				Now:    func() time.Time { return now },
+				Logger:         slog.New(slog.NewJSONHandler(io.Discard, nil)),
+				Now:            func() time.Time { return now },
+				TracerProvider: tc.tracer,
 			}, benchRecorder{tc.rec}, benchHandoff{})
 
 			prefix := []byte(`{"id":"evt_bench_1","object":"event","type":"charge.succeeded","data":{"object":{"pad":"`)

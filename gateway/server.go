@@ -14,8 +14,10 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/internal/tracing"
 )
 
 // recorder records a delivery of an event; *dedupe.Batcher satisfies it.
@@ -24,8 +26,10 @@ type recorder interface {
 }
 
 // handoff takes committed events to the queue; *jobs.Relay satisfies it.
+// ctx carries the request's span, the hand-off's parent when tracing is
+// on.
 type handoff interface {
-	Notify(source, eventID string)
+	Notify(ctx context.Context, source, eventID string)
 }
 
 // Check is a readiness check: nil when the dependency answers.
@@ -53,6 +57,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Now returns the time for signature tolerance. Defaults to time.Now.
 	Now func() time.Time
+	// TracerProvider, when set, traces each webhook (tracing.go); nil
+	// turns tracing off.
+	TracerProvider trace.TracerProvider
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -88,6 +95,7 @@ type Server struct {
 	handoff  handoff
 	metrics  *metrics
 	log      *slog.Logger
+	tracer   trace.Tracer // nil when tracing is off
 
 	// mu guards the HTTP server Serve starts and whether Shutdown came
 	// first, so a shutdown that races the start never leaves a server
@@ -111,6 +119,7 @@ func New(cfg Config, rec recorder, h handoff) *Server {
 		handoff:  h,
 		metrics:  newMetrics(cfg.Registry),
 		log:      cfg.Logger,
+		tracer:   tracing.Tracer(cfg.TracerProvider),
 	}
 	s.metrics.registerSources(cfg.Sources)
 	e.Use(middleware.Recover())
@@ -121,7 +130,11 @@ func New(cfg Config, rec recorder, h handoff) *Server {
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})), LimitBody(noBody))
 	if len(cfg.Sources) > 0 && rec != nil {
 		// ingest reads at most MaxBodyBytes itself (and counts the 413s).
-		e.POST("/webhooks/:source", s.ingest, middleware.ContextTimeout(cfg.RequestTimeout))
+		mw := []echo.MiddlewareFunc{middleware.ContextTimeout(cfg.RequestTimeout)}
+		if s.tracer != nil {
+			mw = append([]echo.MiddlewareFunc{s.traceIngest}, mw...)
+		}
+		e.POST(ingestRoute, s.ingest, mw...)
 	}
 	return s
 }

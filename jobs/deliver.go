@@ -89,6 +89,7 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 	req.Header.Set("Webhookd-Source", r.source)
 	req.Header.Set("Webhookd-Event-Id", r.eventID)
 	req.Header.Set("Webhookd-Attempt", strconv.Itoa(r.call))
+	injectTraceContext(ctx, req.Header)
 	if r.dest.SigningSecret != "" {
 		// Standard Webhooks headers, as the verifier's own signer writes
 		// them for a sender; the message id is the key.

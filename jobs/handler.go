@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/internal/tracing"
 )
 
 // runStore is what the handler needs from dedupe.Store.
@@ -59,6 +61,9 @@ type HandlerConfig struct {
 	// Steering, when set, holds calls a destination must not get yet
 	// (pause, circuit, concurrency, rate) before they claim their key.
 	Steering *Steering
+	// TracerProvider, when set, puts each claimed run's work in its
+	// event's trace (tracing.go); nil turns tracing off.
+	TracerProvider trace.TracerProvider
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -89,13 +94,14 @@ func (c HandlerConfig) WithDefaults() HandlerConfig {
 
 // Handler processes TypeDeliver tasks.
 type Handler struct {
-	store runStore
-	cfg   HandlerConfig
+	store  runStore
+	cfg    HandlerConfig
+	tracer trace.Tracer // nil when tracing is off
 }
 
 // NewHandler returns a Handler that claims keys in store.
 func NewHandler(store runStore, cfg HandlerConfig) *Handler {
-	return &Handler{store: store, cfg: cfg.WithDefaults()}
+	return &Handler{store: store, cfg: cfg.WithDefaults(), tracer: tracing.Tracer(cfg.TracerProvider)}
 }
 
 // ProcessTask implements asynq.Handler.
@@ -130,15 +136,19 @@ func (h *Handler) Deliver(ctx context.Context, p DeliverPayload) error {
 	if err != nil || adm.hold > 0 {
 		return err
 	}
+	claimStart := h.claimStarted()
 	claim, settled, err := h.claim(ctx, log, p, dest)
 	if settled {
 		h.steered(ctx, log, p, dest, adm, callResult{})
 		return err
 	}
+	ctx, span := h.startDeliver(ctx, p, claim, claimStart)
+	defer span.End()
 	log = log.With(slog.Int("attempt", claim.Call))
 	release, res, ok := h.guard(ctx, log, p, claim)
 	if ok {
-		res = callDestination(ctx, h.cfg.HTTPClient, callRequest{
+		callCtx, callSpan := h.startCall(ctx, dest, claim.Call)
+		res = callDestination(callCtx, h.cfg.HTTPClient, callRequest{
 			dest:        dest,
 			key:         p.Key(),
 			source:      p.Source,
@@ -148,6 +158,7 @@ func (h *Handler) Deliver(ctx context.Context, p DeliverPayload) error {
 			body:        claim.Event.Payload,
 			now:         h.cfg.Now(),
 		})
+		endCall(callSpan, res)
 		h.cfg.Metrics.called(p.Source, p.Destination, res.statusCode, res.duration)
 	}
 	err = h.settle(ctx, log, p, claim, res)

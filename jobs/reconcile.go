@@ -7,7 +7,10 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/internal/tracing"
 )
 
 // reconcileStore is what the reconciler needs from dedupe.Store.
@@ -57,6 +60,9 @@ type ReconcilerConfig struct {
 	Metrics *Metrics
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
+	// TracerProvider, when set, puts each recovery decision about a run
+	// or task in its event's trace (tracing.go); nil turns tracing off.
+	TracerProvider trace.TracerProvider
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -121,6 +127,7 @@ type Reconciler struct {
 	// unroutedLogged is when events of unconfigured sources were last
 	// reported.
 	unroutedLogged time.Time
+	tracer         trace.Tracer // nil when tracing is off
 }
 
 // NewReconciler returns a Reconciler that writes tasks through enqueuer;
@@ -128,7 +135,7 @@ type Reconciler struct {
 func NewReconciler(store reconcileStore, enqueuer *Enqueuer, cfg ReconcilerConfig) *Reconciler {
 	cfg = cfg.WithDefaults()
 	cfg.Metrics.registerTaskActions()
-	return &Reconciler{store: store, enqueuer: enqueuer, cfg: cfg}
+	return &Reconciler{store: store, enqueuer: enqueuer, cfg: cfg, tracer: tracing.Tracer(cfg.TracerProvider)}
 }
 
 // Run runs a pass every Interval until ctx ends.
@@ -213,9 +220,11 @@ func (r *Reconciler) sweep(ctx context.Context, rep *PassReport) error {
 			log := runLogger(r.cfg.Logger, run)
 			if run.Status == dedupe.StatusDead {
 				log.ErrorContext(ctx, "run's lease passed and attempts are exhausted; run is dead")
+				r.traceRecovery(r.runTask(run, true), "lease passed", "dead")
 				continue
 			}
 			log.WarnContext(ctx, "run's lease passed: its worker stopped without finishing; retrying with the same key")
+			r.traceRecovery(r.runTask(run, true), "lease passed", "failed")
 			retry = append(retry, r.runTask(run, true))
 		}
 		if err := r.ensure(ctx, rep, retry, "lease passed"); err != nil {
@@ -291,8 +300,9 @@ func (r *Reconciler) outbox(ctx context.Context, rep *PassReport, deadline time.
 				}
 				missing++
 				tasks = append(tasks, pendingTask{
-					payload: DeliverPayload{Source: ev.Source, EventID: ev.ExternalID, Destination: name},
-					rescue:  ev.ReceivedAt.Before(orphanedBefore),
+					payload:     DeliverPayload{Source: ev.Source, EventID: ev.ExternalID, Destination: name},
+					rescue:      ev.ReceivedAt.Before(orphanedBefore),
+					traceParent: ev.TraceParent,
 				})
 			}
 			if missing == 0 {
@@ -323,13 +333,15 @@ type pendingTask struct {
 	payload  DeliverPayload
 	attempts int
 	rescue   bool
+	// traceParent is the event's, for the span of what recovery did.
+	traceParent string
 }
 
 // runTask is the task of run.
 func (r *Reconciler) runTask(run dedupe.UnsettledRun, rescue bool) pendingTask {
 	return pendingTask{
 		payload:  DeliverPayload{Source: run.Source, EventID: run.ExternalID, Destination: run.Destination, Generation: run.Generation},
-		attempts: run.Attempts, rescue: rescue,
+		attempts: run.Attempts, rescue: rescue, traceParent: run.TraceParent,
 	}
 }
 
@@ -376,6 +388,7 @@ func (r *Reconciler) ensure(ctx context.Context, rep *PassReport, tasks []pendin
 		}
 		rep.Actions[string(a)]++
 		t := kept[i]
+		r.traceRecovery(t, why, string(a))
 		r.cfg.Logger.Log(ctx, level, msg,
 			slog.String("source", t.payload.Source), slog.String("event_id", t.payload.EventID),
 			slog.String("key", t.payload.Key()), slog.String("destination", t.payload.Destination),

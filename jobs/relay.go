@@ -5,7 +5,10 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/internal/tracing"
 )
 
 // RelayConfig configures the Relay.
@@ -24,6 +27,10 @@ type RelayConfig struct {
 	Logger *slog.Logger
 	// Metrics, when set, counts failed hand-offs.
 	Metrics *Metrics
+	// TracerProvider, when set, gives each event handed off a
+	// "webhookd.handoff" span in its trace (tracing.go); nil turns
+	// tracing off.
+	TracerProvider trace.TracerProvider
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -49,7 +56,16 @@ func (c RelayConfig) WithDefaults() RelayConfig {
 type Relay struct {
 	enqueuer *Enqueuer
 	cfg      RelayConfig
-	fast     chan dedupe.EventRef
+	fast     chan notified
+	tracer   trace.Tracer // nil when tracing is off
+}
+
+// notified is an event on the fast path, with the span context of the
+// request that recorded it (invalid when tracing is off) and when.
+type notified struct {
+	ref  dedupe.EventRef
+	span trace.SpanContext
+	at   time.Time
 }
 
 // NewRelay returns a Relay; call Run to start it.
@@ -58,15 +74,21 @@ func NewRelay(enqueuer *Enqueuer, cfg RelayConfig) *Relay {
 	return &Relay{
 		enqueuer: enqueuer,
 		cfg:      cfg,
-		fast:     make(chan dedupe.EventRef, cfg.BatchSize*16),
+		fast:     make(chan notified, cfg.BatchSize*16),
+		tracer:   tracing.Tracer(cfg.TracerProvider),
 	}
 }
 
 // Notify asks for a just-committed event to be enqueued. It never blocks:
-// when the fast path is full the event is left to the reconciler.
-func (r *Relay) Notify(source, eventID string) {
+// when the fast path is full the event is left to the reconciler. With
+// tracing on, the hand-off is a span of the trace of ctx's span.
+func (r *Relay) Notify(ctx context.Context, source, eventID string) {
+	n := notified{ref: dedupe.EventRef{Source: source, ExternalID: eventID}}
+	if r.tracer != nil {
+		n.span, n.at = trace.SpanContextFromContext(ctx), time.Now()
+	}
 	select {
-	case r.fast <- dedupe.EventRef{Source: source, ExternalID: eventID}:
+	case r.fast <- n:
 	default:
 	}
 }
@@ -76,8 +98,8 @@ func (r *Relay) Notify(source, eventID string) {
 func (r *Relay) Run(ctx context.Context) {
 	for {
 		select {
-		case ref := <-r.fast:
-			batch := r.collect(ctx, []dedupe.EventRef{ref}, r.cfg.Linger)
+		case n := <-r.fast:
+			batch := r.collect(ctx, []notified{n}, r.cfg.Linger)
 			if ctx.Err() != nil {
 				// Stopped while lingering: the batch goes out with the rest.
 				r.drainFast(batch)
@@ -98,7 +120,7 @@ func (r *Relay) Run(ctx context.Context) {
 
 // drainFast hands off batch and what the fast path still holds within a
 // short grace period; the reconciler finds anything this misses.
-func (r *Relay) drainFast(batch []dedupe.EventRef) {
+func (r *Relay) drainFast(batch []notified) {
 	grace, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for {
@@ -114,23 +136,23 @@ func (r *Relay) drainFast(batch []dedupe.EventRef) {
 // collect returns batch and whatever else arrives within linger, up to
 // BatchSize, each event once: the copies of one event that arrive
 // together (a sender's burst of retries) are handed off once.
-func (r *Relay) collect(ctx context.Context, batch []dedupe.EventRef, linger time.Duration) []dedupe.EventRef {
+func (r *Relay) collect(ctx context.Context, batch []notified, linger time.Duration) []notified {
 	seen := make(map[dedupe.EventRef]bool, len(batch))
-	for _, ref := range batch {
-		seen[ref] = true
+	for _, n := range batch {
+		seen[n.ref] = true
 	}
-	add := func(ref dedupe.EventRef) {
-		if !seen[ref] {
-			seen[ref] = true
-			batch = append(batch, ref)
+	add := func(n notified) {
+		if !seen[n.ref] {
+			seen[n.ref] = true
+			batch = append(batch, n)
 		}
 	}
 	// What is already waiting goes in without a timer.
 waiting:
 	for len(batch) < r.cfg.BatchSize {
 		select {
-		case ref := <-r.fast:
-			add(ref)
+		case n := <-r.fast:
+			add(n)
 		default:
 			break waiting
 		}
@@ -142,8 +164,8 @@ waiting:
 	defer timer.Stop()
 	for len(batch) < r.cfg.BatchSize {
 		select {
-		case ref := <-r.fast:
-			add(ref)
+		case n := <-r.fast:
+			add(n)
 		case <-timer.C:
 			return batch
 		case <-ctx.Done():
@@ -156,8 +178,13 @@ waiting:
 // handOff enqueues every destination's task of each event of batch, in
 // one script call per 500 tasks. On failure the reconciler writes them
 // once Redis answers.
-func (r *Relay) handOff(ctx context.Context, batch []dedupe.EventRef) {
-	unrouted, err := r.enqueuer.EnqueueEvents(ctx, batch)
+func (r *Relay) handOff(ctx context.Context, batch []notified) {
+	refs := make([]dedupe.EventRef, len(batch))
+	for i, n := range batch {
+		refs[i] = n.ref
+	}
+	unrouted, err := r.enqueuer.EnqueueEvents(ctx, refs)
+	r.traceHandOff(batch, err)
 	for _, ref := range unrouted {
 		r.cfg.Logger.WarnContext(ctx, "event's source is not configured; not enqueued",
 			slog.String("source", ref.Source), slog.String("event_id", ref.ExternalID))

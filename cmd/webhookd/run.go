@@ -5,10 +5,12 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/webhookd/webhookd"
+	"github.com/webhookd/webhookd/internal/tracing"
 )
 
 // newLogger builds the JSON logger every process uses (level is
@@ -18,6 +20,7 @@ func newLogger(level string) *slog.Logger {
 	_ = l.UnmarshalText([]byte(level))
 	log := webhookd.NewLogger(os.Stdout, l)
 	webhookd.RouteRedisLogs(log)
+	webhookd.RouteTracingLogs(log)
 	return log
 }
 
@@ -27,6 +30,22 @@ func serve(ctx context.Context, cfg *config, r webhookd.Roles, log *slog.Logger)
 	pcfg, err := cfg.process(r)
 	if err != nil {
 		return err
+	}
+	tp, err := tracing.FromEnv(ctx)
+	if err != nil {
+		return &configError{where: "$OTEL_* (environment)", msg: err.Error()}
+	}
+	if tp != nil {
+		pcfg.TracerProvider = tp
+		defer func() {
+			// Export the spans still buffered, within a bound: a collector
+			// that went away must not hold the exit.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(ctx); err != nil {
+				log.Warn("could not export the last spans", slog.String("error", err.Error()))
+			}
+		}()
 	}
 	p, err := webhookd.Start(ctx, pcfg, log)
 	if errors.Is(err, webhookd.ErrListen) {

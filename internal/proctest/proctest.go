@@ -149,8 +149,10 @@ type Process struct {
 }
 
 // overriddenEnv are environment variables webhookd reads over its config
-// file; a test's process must take its settings from the file only.
-var overriddenEnv = []string{"DATABASE_URL=", "REDIS_URL=", "WEBHOOKD_LISTEN=", "WEBHOOKD_ADMIN_TOKEN="}
+// file, and those that turn tracing on; a test's process must take its
+// settings from the file (and the test's own environment) only.
+var overriddenEnv = []string{"DATABASE_URL=", "REDIS_URL=", "WEBHOOKD_LISTEN=", "WEBHOOKD_ADMIN_TOKEN=",
+	"OTEL_TRACES_EXPORTER=", "OTEL_EXPORTER_OTLP_ENDPOINT=", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=", "OTEL_SDK_DISABLED="}
 
 // StartProcess starts bin with args and extra environment (NAME=value).
 // When the test ends the process is killed if still running, and on
