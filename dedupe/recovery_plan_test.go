@@ -69,7 +69,12 @@ func TestRecoveryQueriesReadOnlyUnsettledRows(t *testing.T) {
 			if _, watched := q.reads[rel]; watched && n["Node Type"] == "Seq Scan" {
 				t.Errorf("%s scans all of %s:\n%s", q.name, rel, plan)
 			}
-			if idx != "" && !slices.Contains(slices.Collect(maps.Values(q.reads)), idx) && !strings.HasSuffix(idx, "_pkey") {
+			// An event read by its id through the admin search's index
+			// (migration 0019) is a key lookup as much as one by primary key.
+			cond, _ := n["Index Cond"].(string)
+			keyLookup := strings.HasSuffix(idx, "_pkey") ||
+				(idx == "events_external_id_pattern_idx" && strings.Contains(cond, "external_id = "))
+			if idx != "" && !slices.Contains(slices.Collect(maps.Values(q.reads)), idx) && !keyLookup {
 				t.Errorf("%s reads through %s, want only %v or a primary key lookup:\n%s", q.name, idx, q.reads, plan)
 			}
 		}
