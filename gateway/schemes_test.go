@@ -2,8 +2,6 @@ package gateway_test
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -252,10 +250,20 @@ func schemes() []scheme {
 			eventID:     "body-sha256",
 			body:        jsonBody,
 			sign:        signWithVerify,
-			expectID:    func(body []byte, _ string) string { s := sha256.Sum256(body); return hex.EncodeToString(s[:]) },
+			expectID:    bodySHA256,
 			wrongSecret: "hmac-wrong",
 			required:    []string{"X-Webhook-Signature"},
 			malformed:   []headerValue{{"X-Webhook-Signature", "sha256="}},
+		},
+		{
+			source:      "meta",
+			cfg:         verify.Config{Scheme: verify.SchemeMeta, Secrets: []string{"meta-app-secret", "meta-rotated-secret"}, VerifyToken: "meta-verify-token"},
+			body:        metaBody,
+			sign:        signMeta,
+			expectID:    bodySHA256,
+			wrongSecret: "meta-wrong-secret",
+			required:    []string{"X-Hub-Signature-256"},
+			malformed:   []headerValue{{"X-Hub-Signature-256", "sha1=" + hex64[:40]}, {"X-Hub-Signature-256", "sha256=" + hex64[:10]}},
 		},
 		{
 			source: "none",
@@ -337,7 +345,7 @@ func TestEveryScheme(t *testing.T) {
 				pipelinetest.Eventually(t, 15*time.Second, "delivery of "+key, func() bool { return dest.sink.Count(key) >= 1 })
 			}
 
-			if s.cfg.Scheme == verify.SchemeHMACSHA256 && s.eventID == "body-sha256" {
+			if s.eventID == "body-sha256" || s.eventID == "" && verify.SchemeDefaults(s.cfg.Scheme).EventID == "body-sha256" {
 				// Identical bodies count as one event.
 				body := s.body(fmt.Sprintf("evt_%s_ok_0", strings.ReplaceAll(s.source, "-", "_")))
 				h, q := s.sign(t, withSecret(secrets[0]), body, time.Now(), "other-message-id")

@@ -122,6 +122,8 @@ func New(cfg Config, rec recorder, h handoff) *Server {
 	if len(cfg.Sources) > 0 && rec != nil {
 		// ingest reads at most MaxBodyBytes itself (and counts the 413s).
 		e.POST("/webhooks/:source", s.ingest, middleware.ContextTimeout(cfg.RequestTimeout))
+		// Handshakes only (Meta's subscribe GET); any other GET is a 405.
+		e.GET("/webhooks/:source", s.ingest, middleware.ContextTimeout(cfg.RequestTimeout))
 	}
 	return s
 }

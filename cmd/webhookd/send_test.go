@@ -98,8 +98,9 @@ func TestSendSignsEveryScheme(t *testing.T) {
 			name:        "hmac-bodyhash",
 			givenVerify: "scheme: hmac-sha256\nsecrets: [hmac-secret]",
 			givenID:     "body-sha256",
-			expectID:    func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) },
+			expectID:    bodyID,
 		},
+		{name: "meta", givenVerify: "scheme: meta\nsecrets: [meta-app-secret]\nverify_token: meta-token", expectID: bodyID},
 		{name: "none", givenVerify: "scheme: none\nallow_unsigned: true", givenID: "json:id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -215,3 +216,6 @@ func TestProvidersDocConfigs(t *testing.T) {
 		}
 	}
 }
+
+// bodyID is the body-sha256 event id of b.
+func bodyID(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }

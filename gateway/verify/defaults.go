@@ -39,6 +39,11 @@ var schemeDefaults = map[string]Defaults{
 	},
 	SchemeSlack:  {EventID: "json:event_id", EventType: "json:event.type"},
 	SchemeTwilio: {EventID: "header:I-Twilio-Idempotency-Token"},
+	// Meta sends no delivery id, and one POST batches entry[].changes[]:
+	// the POST is one event, its id the body's SHA-256 (a retry resends
+	// the same bytes), its type the product ("whatsapp_business_account",
+	// "page", "instagram").
+	SchemeMeta: {EventID: "body-sha256", EventType: "json:object"},
 }
 
 // SchemeDefaults returns the Defaults of scheme; the zero Defaults for

@@ -38,8 +38,8 @@
 //
 // slack: headers X-Slack-Signature: v0=<hex> and X-Slack-Request-Timestamp.
 // The signed content is "v0:<timestamp>:<body>"; the timestamp must be within
-// the tolerance. [SlackChallenge] extracts the url_verification challenge to
-// echo once the signature has verified.
+// the tolerance. Its url_verification request is a handshake ([Handshake]):
+// answered with its challenge once the signature has verified.
 //
 // twilio: header X-Twilio-Signature, base64 HMAC-SHA1 keyed with the auth
 // token over the URL Twilio requested followed, for form bodies, by every

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -87,11 +88,24 @@ func (s *slackScheme) sign(body []byte, now time.Time, _ string) (http.Header, s
 	return h, "", nil
 }
 
-// SlackChallenge reports the challenge to echo when body is Slack's
-// url_verification request ({"type":"url_verification","challenge":…}).
-// Call it only after the signature verified: Slack signs these requests
-// too. ok is false for every other body, including invalid JSON.
-func SlackChallenge(body []byte) (challenge string, ok bool) {
+// handshake answers Slack's url_verification request
+// ({"type":"url_verification","challenge":…}) with {"challenge":…} once
+// its signature verified (Slack signs these requests too). Every other
+// body, including invalid JSON, is no handshake.
+func (s *slackScheme) handshake(r Request, now time.Time) (Answer, bool, error) {
+	challenge, ok := slackChallenge(r.Body)
+	if !ok {
+		return Answer{}, false, nil
+	}
+	if err := s.Verify(r, now); err != nil {
+		return Answer{}, false, err
+	}
+	b, _ := json.Marshal(map[string]string{"challenge": challenge})
+	return Answer{Status: http.StatusOK, ContentType: contentTypeJSON, Body: b}, true, nil
+}
+
+// slackChallenge reports the challenge of a url_verification body.
+func slackChallenge(body []byte) (challenge string, ok bool) {
 	if !gjson.ValidBytes(body) {
 		return "", false
 	}

@@ -7,7 +7,9 @@ import (
 	"hash"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -20,6 +22,7 @@ const (
 	SchemeShopify    = "shopify"
 	SchemeSlack      = "slack"
 	SchemeTwilio     = "twilio"
+	SchemeMeta       = "meta"
 	SchemeHMACSHA256 = "hmac-sha256"
 	SchemeNone       = "none"
 )
@@ -27,7 +30,8 @@ const (
 // Schemes lists every scheme name New accepts, in documentation order.
 var Schemes = []string{
 	SchemeStripe, SchemeGitHub, SchemeStandard, SchemeShopify,
-	SchemeSlack, SchemeTwilio, SchemeHMACSHA256, SchemeNone,
+	SchemeSlack, SchemeTwilio, SchemeMeta,
+	SchemeHMACSHA256, SchemeNone,
 }
 
 // DefaultTolerance is the timestamp tolerance, both ways, used when
@@ -93,6 +97,10 @@ type Config struct {
 	// path), for twilio only, where it is required.
 	PublicURL string
 
+	// VerifyToken is the token Meta's subscribe handshake carries
+	// (hub.verify_token), for meta only, where it is required.
+	VerifyToken string
+
 	// AllowUnsigned must be true for scheme none, else New fails. It makes
 	// accepting unsigned webhooks an explicit decision.
 	AllowUnsigned bool
@@ -137,6 +145,8 @@ func (c Config) Validate() error {
 // Request is what a Verifier looks at: the received headers, the exact raw
 // body and the raw query string.
 type Request struct {
+	// Method is the HTTP method (handshakes: Meta's subscribe is a GET).
+	Method string
 	// Header holds the request headers, canonicalized as net/http does.
 	Header http.Header
 	// Body is the exact raw bytes received.
@@ -212,6 +222,9 @@ func build(cfg Config) (scheme, error) {
 	if cfg.Scheme != SchemeTwilio && cfg.PublicURL != "" {
 		return nil, fmt.Errorf("verify.public_url: only used by scheme twilio, not %s", cfg.Scheme)
 	}
+	if cfg.Scheme != SchemeMeta && cfg.VerifyToken != "" {
+		return nil, fmt.Errorf("verify.verify_token: only used by scheme meta, not %s", cfg.Scheme)
+	}
 	if cfg.Scheme != SchemeNone && cfg.AllowUnsigned {
 		return nil, fmt.Errorf("verify.allow_unsigned: only used by scheme none, not %s", cfg.Scheme)
 	}
@@ -226,9 +239,10 @@ func build(cfg Config) (scheme, error) {
 			return nil, errors.New("verify.secrets: not used by scheme none")
 		}
 		return noneScheme{}, nil
-	case SchemeStripe, SchemeGitHub, SchemeStandard, SchemeShopify, SchemeSlack, SchemeTwilio, SchemeHMACSHA256:
 	default:
-		return nil, fmt.Errorf("verify.scheme: unknown scheme %q (want one of stripe, github, standard, shopify, slack, twilio, hmac-sha256, none)", cfg.Scheme)
+		if !slices.Contains(Schemes, cfg.Scheme) {
+			return nil, fmt.Errorf("verify.scheme: unknown scheme %q (want one of %s)", cfg.Scheme, strings.Join(Schemes, ", "))
+		}
 	}
 	if len(cfg.Secrets) == 0 {
 		return nil, fmt.Errorf("verify.secrets: required for scheme %s", cfg.Scheme)
@@ -262,6 +276,8 @@ func build(cfg Config) (scheme, error) {
 		return &slackScheme{macs: newMACs(keys, sha256New), tol: tol}, nil
 	case SchemeTwilio:
 		return newTwilio(cfg, keys)
+	case SchemeMeta:
+		return newMeta(cfg, keys)
 	default: // SchemeHMACSHA256
 		return newGeneric(cfg, keys, tol)
 	}

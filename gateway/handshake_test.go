@@ -1,0 +1,107 @@
+package gateway_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/gateway/verify"
+	"github.com/webhookd/webhookd/internal/pipelinetest"
+)
+
+// handshakeCase is one request to a source's URL and the answer expected;
+// every handshake, answered or refused, records nothing.
+type handshakeCase struct {
+	name         string
+	source       string
+	method       string
+	query        string
+	header       http.Header
+	body         []byte
+	expectCode   int
+	expectType   string // Content-Type prefix of a 2xx answer
+	expectBody   string // exact answer body of a 2xx answer
+	expectNoEcho string // a value the answer must not contain (refusals)
+}
+
+// TestHandshakes answers every sender's handshake through the real
+// gateway: the provider's expected answer for the right token or
+// signature, 401/403 otherwise, and never a row in events.
+func TestHandshakes(t *testing.T) {
+	t.Parallel()
+	dest := newDestination(t)
+	sources := []verify.Config{
+		{Scheme: verify.SchemeMeta, Secrets: []string{"meta-app-secret"}, VerifyToken: "meta-verify-token"},
+	}
+	specs := make([]pipelinetest.SourceSpec, len(sources))
+	for i, cfg := range sources {
+		specs[i] = pipelinetest.SourceSpec{Name: cfg.Scheme, Verify: cfg, Destinations: map[string]string{"app": dest.URL}}
+	}
+	p := pipelinetest.Start(t, pipelinetest.Options{Sources: specs})
+
+	metaQuery := func(mode, token, challenge string) string {
+		return url.Values{"hub.mode": {mode}, "hub.verify_token": {token}, "hub.challenge": {challenge}}.Encode()
+	}
+	cases := []handshakeCase{
+		{name: "meta subscribe", source: "meta", method: http.MethodGet, query: metaQuery("subscribe", "meta-verify-token", "1158201444"),
+			expectCode: http.StatusOK, expectType: "text/plain", expectBody: "1158201444"},
+		{name: "meta wrong verify token", source: "meta", method: http.MethodGet, query: metaQuery("subscribe", "meta-wrong-token", "1158201444"),
+			expectCode: http.StatusForbidden, expectNoEcho: "1158201444"},
+		{name: "meta no verify token", source: "meta", method: http.MethodGet, query: "hub.mode=subscribe&hub.challenge=1158201444",
+			expectCode: http.StatusForbidden, expectNoEcho: "1158201444"},
+		{name: "meta unsubscribe mode", source: "meta", method: http.MethodGet, query: metaQuery("unsubscribe", "meta-verify-token", "1158201444"),
+			expectCode: http.StatusForbidden, expectNoEcho: "1158201444"},
+		{name: "meta GET without handshake", source: "meta", method: http.MethodGet, expectCode: http.StatusMethodNotAllowed},
+		{name: "meta subscribe as POST is an unsigned event", source: "meta", method: http.MethodPost, query: metaQuery("subscribe", "meta-verify-token", "1158201444"),
+			body: []byte(`{}`), expectCode: http.StatusUnauthorized, expectNoEcho: "1158201444"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := p.Schema.Int(t, `SELECT count(*) FROM events`)
+			target := p.URL + "/webhooks/" + tc.source
+			if tc.query != "" {
+				target += "?" + tc.query
+			}
+			req, err := http.NewRequest(tc.method, target, bytes.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range tc.header {
+				req.Header[k] = v
+			}
+			if tc.body != nil && req.Header.Get("Content-Type") == "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			answer, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.expectCode {
+				t.Fatalf("got %d %s, want %d", resp.StatusCode, answer, tc.expectCode)
+			}
+			if tc.expectCode < 300 {
+				if ct := resp.Header.Get("Content-Type"); tc.expectType != "" && !bytes.HasPrefix([]byte(ct), []byte(tc.expectType)) {
+					t.Errorf("Content-Type %q, want %s", ct, tc.expectType)
+				}
+				if string(answer) != tc.expectBody {
+					t.Errorf("answer %q, want %q", answer, tc.expectBody)
+				}
+			}
+			if tc.expectNoEcho != "" && bytes.Contains(answer, []byte(tc.expectNoEcho)) {
+				t.Errorf("refusal echoes %q: %s", tc.expectNoEcho, answer)
+			}
+			if after := p.Schema.Int(t, `SELECT count(*) FROM events`); after != before {
+				t.Errorf("the handshake was recorded: %d -> %d rows", before, after)
+			}
+		})
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := dest.sink.Stats().Calls; n != 0 {
+		t.Errorf("destination got %d calls from handshakes", n)
+	}
+}
