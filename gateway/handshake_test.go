@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bytes"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"net/url"
@@ -35,6 +36,8 @@ func TestHandshakes(t *testing.T) {
 	dest := newDestination(t)
 	sources := []verify.Config{
 		{Scheme: verify.SchemeMeta, Secrets: []string{"meta-app-secret"}, VerifyToken: "meta-verify-token"},
+		{Scheme: verify.SchemeZoom, Secrets: []string{"zoom-old-token", "zoom-secret-token"}},
+		{Scheme: verify.SchemeSlack, Secrets: []string{"slack-signing-secret"}},
 	}
 	specs := make([]pipelinetest.SourceSpec, len(sources))
 	for i, cfg := range sources {
@@ -58,6 +61,32 @@ func TestHandshakes(t *testing.T) {
 		{name: "meta subscribe as POST is an unsigned event", source: "meta", method: http.MethodPost, query: metaQuery("subscribe", "meta-verify-token", "1158201444"),
 			body: []byte(`{}`), expectCode: http.StatusUnauthorized, expectNoEcho: "1158201444"},
 	}
+	// Zoom: answered under the secret that signed the request (the
+	// rotated one here), computed as zoom/webhook-sample does.
+	zoomValidation := []byte(`{"payload":{"plainToken":"qgg8vlvZRS6UYooatFL8Aw"},"event_ts":1654503849680,"event":"endpoint.url_validation"}`)
+	zoomSigned, _ := signZoom(t, verify.Config{Secrets: []string{"zoom-secret-token"}}, zoomValidation, time.Now(), "")
+	zoomWrong, _ := signZoom(t, verify.Config{Secrets: []string{"zoom-wrong-token"}}, zoomValidation, time.Now(), "")
+	zoomStale, _ := signZoom(t, verify.Config{Secrets: []string{"zoom-secret-token"}}, zoomValidation, time.Now().Add(-time.Hour), "")
+	zoomAnswer := `{"plainToken":"qgg8vlvZRS6UYooatFL8Aw","encryptedToken":"` + hex.EncodeToString(hmacSHA256("zoom-secret-token", []byte("qgg8vlvZRS6UYooatFL8Aw"))) + `"}`
+	slackChallenge := []byte(`{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`)
+	slackSigned, _, err := verify.Sign(verify.Config{Scheme: verify.SchemeSlack, Secrets: []string{"slack-signing-secret"}}, slackChallenge, time.Now(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases = append(cases,
+		handshakeCase{name: "zoom url_validation", source: "zoom", method: http.MethodPost, header: zoomSigned, body: zoomValidation,
+			expectCode: http.StatusOK, expectType: "application/json", expectBody: zoomAnswer},
+		handshakeCase{name: "zoom url_validation wrong secret", source: "zoom", method: http.MethodPost, header: zoomWrong, body: zoomValidation,
+			expectCode: http.StatusUnauthorized, expectNoEcho: "encryptedToken"},
+		handshakeCase{name: "zoom url_validation stale", source: "zoom", method: http.MethodPost, header: zoomStale, body: zoomValidation,
+			expectCode: http.StatusUnauthorized, expectNoEcho: "encryptedToken"},
+		handshakeCase{name: "zoom url_validation unsigned", source: "zoom", method: http.MethodPost, header: http.Header{}, body: zoomValidation,
+			expectCode: http.StatusUnauthorized, expectNoEcho: "encryptedToken"},
+		handshakeCase{name: "slack url_verification", source: "slack", method: http.MethodPost, header: slackSigned, body: slackChallenge,
+			expectCode: http.StatusOK, expectType: "application/json", expectBody: `{"challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"}`},
+		handshakeCase{name: "slack url_verification unsigned", source: "slack", method: http.MethodPost, header: http.Header{}, body: slackChallenge,
+			expectCode: http.StatusUnauthorized, expectNoEcho: "3eZbrw1aBm"},
+	)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			before := p.Schema.Int(t, `SELECT count(*) FROM events`)

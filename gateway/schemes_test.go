@@ -266,6 +266,20 @@ func schemes() []scheme {
 			malformed:   []headerValue{{"X-Hub-Signature-256", "sha1=" + hex64[:40]}, {"X-Hub-Signature-256", "sha256=" + hex64[:10]}},
 		},
 		{
+			source:      "zoom",
+			cfg:         verify.Config{Scheme: verify.SchemeZoom, Secrets: []string{"zoom-secret-token", "zoom-rotated-token"}},
+			body:        zoomBody,
+			sign:        signZoom,
+			expectID:    bodySHA256,
+			wrongSecret: "zoom-wrong-token",
+			required:    []string{"x-zm-signature", "x-zm-request-timestamp"},
+			timestamped: true,
+			malformed: []headerValue{
+				{"x-zm-signature", "v1=" + hex64},
+				{"x-zm-request-timestamp", "1.7e9"},
+			},
+		},
+		{
 			source: "none",
 			cfg:    verify.Config{Scheme: verify.SchemeNone, AllowUnsigned: true},
 			// The body's id is the event id here.

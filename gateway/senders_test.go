@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -40,5 +41,20 @@ func metaBody(id string) []byte {
 func signMeta(_ *testing.T, cfg verify.Config, body []byte, _ time.Time, _ string) (http.Header, string) {
 	h := http.Header{}
 	h.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(hmacSHA256(cfg.Secrets[0], body)))
+	return h, ""
+}
+
+// zoomBody is a Zoom meeting.started event.
+func zoomBody(id string) []byte {
+	return fmt.Appendf(nil, `{"event":"meeting.started","event_ts":1700000000000,"payload":{"account_id":"acc_1","object":{"id":%q,"topic":"amount 1000"}}}`, id)
+}
+
+// signZoom signs as zoom/webhook-sample does: x-zm-signature:
+// v0=<hex HMAC-SHA256 of "v0:<x-zm-request-timestamp>:<body>">.
+func signZoom(_ *testing.T, cfg verify.Config, body []byte, at time.Time, _ string) (http.Header, string) {
+	ts := strconv.FormatInt(at.Unix(), 10)
+	h := http.Header{}
+	h.Set("x-zm-request-timestamp", ts)
+	h.Set("x-zm-signature", "v0="+hex.EncodeToString(hmacSHA256(cfg.Secrets[0], []byte("v0:"+ts+":"), body)))
 	return h, ""
 }

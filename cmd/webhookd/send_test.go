@@ -101,6 +101,7 @@ func TestSendSignsEveryScheme(t *testing.T) {
 			expectID:    bodyID,
 		},
 		{name: "meta", givenVerify: "scheme: meta\nsecrets: [meta-app-secret]\nverify_token: meta-token", expectID: bodyID},
+		{name: "zoom", givenVerify: "scheme: zoom\nsecrets: [zoom-secret-token]", expectID: bodyID},
 		{name: "none", givenVerify: "scheme: none\nallow_unsigned: true", givenID: "json:id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

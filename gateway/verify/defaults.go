@@ -44,6 +44,9 @@ var schemeDefaults = map[string]Defaults{
 	// the same bytes), its type the product ("whatsapp_business_account",
 	// "page", "instagram").
 	SchemeMeta: {EventID: "body-sha256", EventType: "json:object"},
+	// Zoom sends no delivery id; a retry resends the same body (its
+	// event_ts, in ms, included) under a new signed timestamp.
+	SchemeZoom: {EventID: "body-sha256", EventType: "json:event"},
 }
 
 // SchemeDefaults returns the Defaults of scheme; the zero Defaults for

@@ -14,6 +14,7 @@ func TestSenderDefaults(t *testing.T) {
 	t.Parallel()
 	for scheme, want := range map[string]Defaults{
 		SchemeMeta: {EventID: "body-sha256", EventType: "json:object"},
+		SchemeZoom: {EventID: "body-sha256", EventType: "json:event"},
 	} {
 		if got := SchemeDefaults(scheme); !reflect.DeepEqual(got, want) {
 			t.Errorf("SchemeDefaults(%s) = %+v, want %+v", scheme, got, want)

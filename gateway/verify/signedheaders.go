@@ -6,7 +6,7 @@ import "net/http"
 // the signature of every request that verifies under c, as the request's
 // event headers show it ([EventHeaders]): standard's webhook-id and
 // webhook-timestamp (for a Svix sender, its signed svix-id and
-// svix-timestamp stand as these), slack's X-Slack-Request-Timestamp, and
+// svix-timestamp stand as these), slack's X-Slack-Request-Timestamp, zoom's x-zm-request-timestamp, and
 // hmac-sha256's timestamp_header. No other header of any scheme is signed:
 // a copy of a captured request may carry any value in it. An invalid c
 // signs nothing.
@@ -17,6 +17,8 @@ func (c Config) SignsHeader(name string) bool {
 		return name == standardIDHeader || name == standardTimestampHeader
 	case SchemeSlack:
 		return name == slackTimestampHeader
+	case SchemeZoom:
+		return name == zoomTimestampHeader
 	case SchemeHMACSHA256:
 		// build refuses a timestamp_header that signed_content leaves out.
 		return c.TimestampHeader != "" && name == http.CanonicalHeaderKey(c.TimestampHeader) && c.Validate() == nil

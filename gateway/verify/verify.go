@@ -23,6 +23,7 @@ const (
 	SchemeSlack      = "slack"
 	SchemeTwilio     = "twilio"
 	SchemeMeta       = "meta"
+	SchemeZoom       = "zoom"
 	SchemeHMACSHA256 = "hmac-sha256"
 	SchemeNone       = "none"
 )
@@ -30,7 +31,7 @@ const (
 // Schemes lists every scheme name New accepts, in documentation order.
 var Schemes = []string{
 	SchemeStripe, SchemeGitHub, SchemeStandard, SchemeShopify,
-	SchemeSlack, SchemeTwilio, SchemeMeta,
+	SchemeSlack, SchemeTwilio, SchemeMeta, SchemeZoom,
 	SchemeHMACSHA256, SchemeNone,
 }
 
@@ -273,11 +274,13 @@ func build(cfg Config) (scheme, error) {
 	case SchemeShopify:
 		return &shopifyScheme{macs: newMACs(keys, sha256New)}, nil
 	case SchemeSlack:
-		return &slackScheme{macs: newMACs(keys, sha256New), tol: tol}, nil
+		return newSlack(keys, tol), nil
 	case SchemeTwilio:
 		return newTwilio(cfg, keys)
 	case SchemeMeta:
 		return newMeta(cfg, keys)
+	case SchemeZoom:
+		return newZoom(keys, tol), nil
 	default: // SchemeHMACSHA256
 		return newGeneric(cfg, keys, tol)
 	}
