@@ -38,6 +38,7 @@ func TestHandshakes(t *testing.T) {
 		{Scheme: verify.SchemeMeta, Secrets: []string{"meta-app-secret"}, VerifyToken: "meta-verify-token"},
 		{Scheme: verify.SchemeZoom, Secrets: []string{"zoom-old-token", "zoom-secret-token"}},
 		{Scheme: verify.SchemeSlack, Secrets: []string{"slack-signing-secret"}},
+		{Scheme: verify.SchemeDiscord, Secrets: []string{publicHex("discord-old"), publicHex("discord-app")}},
 	}
 	specs := make([]pipelinetest.SourceSpec, len(sources))
 	for i, cfg := range sources {
@@ -73,7 +74,21 @@ func TestHandshakes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	discordKey := verify.Config{Secrets: []string{publicHex("discord-app")}}
+	discordPing := []byte(`{"application_id":"1234","id":"9876","token":"tok","type":1,"user":{"id":"53908232506183680"},"version":1}`)
+	discordPingSigned, _ := signDiscord(t, discordKey, discordPing, time.Now(), "")
+	discordPingWrong, _ := signDiscord(t, verify.Config{Secrets: []string{publicHex("discord-other")}}, discordPing, time.Now(), "")
+	discordEventPing := []byte(`{"version":1,"application_id":"1234","type":0}`)
+	discordEventPingSigned, _ := signDiscord(t, discordKey, discordEventPing, time.Now(), "")
 	cases = append(cases,
+		handshakeCase{name: "discord interaction PING", source: "discord", method: http.MethodPost, header: discordPingSigned, body: discordPing,
+			expectCode: http.StatusOK, expectType: "application/json", expectBody: `{"type":1}`},
+		handshakeCase{name: "discord interaction PING wrong key", source: "discord", method: http.MethodPost, header: discordPingWrong, body: discordPing,
+			expectCode: http.StatusUnauthorized, expectNoEcho: `"type":1`},
+		handshakeCase{name: "discord webhook-event PING", source: "discord", method: http.MethodPost, header: discordEventPingSigned, body: discordEventPing,
+			expectCode: http.StatusNoContent},
+		handshakeCase{name: "discord webhook-event PING unsigned", source: "discord", method: http.MethodPost, header: http.Header{}, body: discordEventPing,
+			expectCode: http.StatusUnauthorized},
 		handshakeCase{name: "zoom url_validation", source: "zoom", method: http.MethodPost, header: zoomSigned, body: zoomValidation,
 			expectCode: http.StatusOK, expectType: "application/json", expectBody: zoomAnswer},
 		handshakeCase{name: "zoom url_validation wrong secret", source: "zoom", method: http.MethodPost, header: zoomWrong, body: zoomValidation,

@@ -280,6 +280,20 @@ func schemes() []scheme {
 			},
 		},
 		{
+			source:      "discord",
+			cfg:         verify.Config{Scheme: verify.SchemeDiscord, Secrets: []string{publicHex("discord-current"), publicHex("discord-rotated")}},
+			body:        discordBody,
+			sign:        signDiscord,
+			expectID:    bodySHA256,
+			wrongSecret: publicHex("discord-wrong"),
+			required:    []string{"X-Signature-Ed25519", "X-Signature-Timestamp"},
+			timestamped: true,
+			malformed: []headerValue{
+				{"X-Signature-Ed25519", hex64},
+				{"X-Signature-Timestamp", "now"},
+			},
+		},
+		{
 			source: "none",
 			cfg:    verify.Config{Scheme: verify.SchemeNone, AllowUnsigned: true},
 			// The body's id is the event id here.

@@ -1,12 +1,14 @@
 package gateway_test
 
 import (
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,5 +58,44 @@ func signZoom(_ *testing.T, cfg verify.Config, body []byte, at time.Time, _ stri
 	h := http.Header{}
 	h.Set("x-zm-request-timestamp", ts)
 	h.Set("x-zm-signature", "v0="+hex.EncodeToString(hmacSHA256(cfg.Secrets[0], []byte("v0:"+ts+":"), body)))
+	return h, ""
+}
+
+// ed25519Keys are deterministic Ed25519 key pairs by name; publicHex
+// gives the hex public key (what Discord's portal shows), and
+// ed25519Private finds the private key of such a public key.
+var (
+	ed25519Mu   sync.Mutex
+	ed25519Keys = map[string]ed25519.PrivateKey{}
+)
+
+func publicHex(name string) string {
+	seed := sha256.Sum256([]byte(name))
+	priv := ed25519.NewKeyFromSeed(seed[:])
+	pub := hex.EncodeToString(priv.Public().(ed25519.PublicKey))
+	ed25519Mu.Lock()
+	ed25519Keys[pub] = priv
+	ed25519Mu.Unlock()
+	return pub
+}
+
+// discordBody is a webhook event (APPLICATION_AUTHORIZED).
+func discordBody(id string) []byte {
+	return fmt.Appendf(nil, `{"version":1,"application_id":"1234","type":1,"event":{"type":"APPLICATION_AUTHORIZED","timestamp":"2024-10-18T14:42:53.064834","data":{"integration_type":1,"scopes":["applications.commands"],"user":{"id":%q,"username":"amount 1000"}}}}`, id)
+}
+
+// signDiscord signs as Discord documents it: X-Signature-Ed25519 is the
+// hex Ed25519 signature of X-Signature-Timestamp + body.
+func signDiscord(t *testing.T, cfg verify.Config, body []byte, at time.Time, _ string) (http.Header, string) {
+	ed25519Mu.Lock()
+	priv, ok := ed25519Keys[cfg.Secrets[0]]
+	ed25519Mu.Unlock()
+	if !ok {
+		t.Fatalf("no private key for %s", cfg.Secrets[0])
+	}
+	ts := strconv.FormatInt(at.Unix(), 10)
+	h := http.Header{}
+	h.Set("X-Signature-Timestamp", ts)
+	h.Set("X-Signature-Ed25519", hex.EncodeToString(ed25519.Sign(priv, append([]byte(ts), body...))))
 	return h, ""
 }

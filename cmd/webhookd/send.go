@@ -19,7 +19,7 @@ import (
 
 func sendCommand() *cobra.Command {
 	var (
-		source, target, id, bodyArg, contentType string
+		source, target, id, bodyArg, contentType, signingKey string
 		n, concurrency                           int
 	)
 	cmd := &cobra.Command{
@@ -63,7 +63,9 @@ func sendCommand() *cobra.Command {
 				}
 				target = "http://" + listen
 			}
-			header, rawQuery, err := verify.Sign(src.verifyConfig(), body, time.Now(), id)
+			vcfg := src.verifyConfig()
+			vcfg.SigningKey = signingKey
+			header, rawQuery, err := verify.Sign(vcfg, body, time.Now(), id)
 			if err != nil {
 				return fmt.Errorf("error signing: %w", err)
 			}
@@ -117,6 +119,7 @@ func sendCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&source, "source", "s", "", "source name (default: the config's first source)")
 	cmd.Flags().StringVar(&target, "url", "", "gateway base URL (default: from the config's listen)")
+	cmd.Flags().StringVar(&signingKey, "signing-key", "", "the sender's private key, for schemes whose secrets are public keys (discord: hex Ed25519 seed)")
 	cmd.Flags().StringVar(&id, "id", "", "event id (default: a new random one, the same for all copies)")
 	cmd.Flags().StringVar(&bodyArg, "body", "", "body, or @file (default: a small JSON event)")
 	cmd.Flags().StringVar(&contentType, "content-type", "application/json", "Content-Type of the body (twilio: form or JSON, by the body)")

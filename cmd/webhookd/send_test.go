@@ -102,6 +102,13 @@ func TestSendSignsEveryScheme(t *testing.T) {
 		},
 		{name: "meta", givenVerify: "scheme: meta\nsecrets: [meta-app-secret]\nverify_token: meta-token", expectID: bodyID},
 		{name: "zoom", givenVerify: "scheme: zoom\nsecrets: [zoom-secret-token]", expectID: bodyID},
+		{
+			// The key pair of RFC 8032's test 1: the portal shows the public key.
+			name:        "discord",
+			givenVerify: "scheme: discord\nsecrets: [d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a]",
+			givenArgs:   []string{"--signing-key", "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60"},
+			expectID:    bodyID,
+		},
 		{name: "none", givenVerify: "scheme: none\nallow_unsigned: true", givenID: "json:id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

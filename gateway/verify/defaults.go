@@ -47,6 +47,9 @@ var schemeDefaults = map[string]Defaults{
 	// Zoom sends no delivery id; a retry resends the same body (its
 	// event_ts, in ms, included) under a new signed timestamp.
 	SchemeZoom: {EventID: "body-sha256", EventType: "json:event"},
+	// Discord's webhook events carry no id of their own; interactions do
+	// (json:id), but need an interaction response webhookd cannot give.
+	SchemeDiscord: {EventID: "body-sha256", EventType: "json:event.type"},
 }
 
 // SchemeDefaults returns the Defaults of scheme; the zero Defaults for

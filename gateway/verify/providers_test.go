@@ -6,12 +6,15 @@ package verify_test
 
 import (
 	"bytes"
+	"crypto/ed25519"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/bwmarrin/discordgo"
 	"github.com/google/go-github/v75/github"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
@@ -172,5 +175,71 @@ func TestGitHubAgainstGoGitHub(t *testing.T) {
 	req.Header.Set("Content-Type", "application/json")
 	if _, err := github.ValidatePayload(req, []byte(oldSecret)); err != nil {
 		t.Fatalf("go-github ValidatePayload: %v", err)
+	}
+}
+
+// TestDiscordAgainstDiscordGo checks discord against discordgo's
+// VerifyInteraction (Discord's Go library) both ways, with a rotated key.
+func TestDiscordAgainstDiscordGo(t *testing.T) {
+	t.Parallel()
+	seed := func(b byte) ed25519.PrivateKey {
+		return ed25519.NewKeyFromSeed(bytes.Repeat([]byte{b}, ed25519.SeedSize))
+	}
+	oldKey, newKey, otherKey := seed(1), seed(2), seed(3)
+	pubHex := func(k ed25519.PrivateKey) string { return hex.EncodeToString(k.Public().(ed25519.PublicKey)) }
+	cfg := verify.Config{Scheme: verify.SchemeDiscord, Secrets: []string{pubHex(oldKey), pubHex(newKey)}}
+	v, err := verify.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"type":2,"id":"786008729715212338","data":{"name":"ping"}}`)
+	now := time.Unix(1_700_000_000, 0)
+	signed := func(k ed25519.PrivateKey, at time.Time) http.Header {
+		ts := strconv.FormatInt(at.Unix(), 10)
+		h := http.Header{}
+		h.Set("X-Signature-Timestamp", ts)
+		h.Set("X-Signature-Ed25519", hex.EncodeToString(ed25519.Sign(k, append([]byte(ts), body...))))
+		return h
+	}
+	for _, tc := range []struct {
+		name      string
+		key       ed25519.PrivateKey
+		at        time.Time
+		expectErr error
+	}{
+		{"current key", oldKey, now, nil},
+		{"rotated key", newKey, now, nil},
+		{"other key", otherKey, now, verify.ErrSignatureMismatch},
+		{"stale", oldKey, now.Add(-6 * time.Minute), verify.ErrTimestampOutsideTolerance},
+		{"future", oldKey, now.Add(6 * time.Minute), verify.ErrTimestampOutsideTolerance},
+	} {
+		h := signed(tc.key, tc.at)
+		req, _ := http.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+		req.Header = h
+		if !discordgo.VerifyInteraction(req, tc.key.Public().(ed25519.PublicKey)) {
+			t.Fatalf("%s: discordgo rejects the test's own signature", tc.name)
+		}
+		if err := v.Verify(verify.Request{Header: h, Body: body}, now); !errors.Is(err, tc.expectErr) {
+			t.Errorf("%s: Verify = %v, want %v", tc.name, err, tc.expectErr)
+		}
+	}
+	if err := v.Verify(verify.Request{Header: signed(oldKey, now), Body: append([]byte(" "), body...)}, now); !errors.Is(err, verify.ErrSignatureMismatch) {
+		t.Errorf("altered body: Verify = %v", err)
+	}
+
+	// discordgo accepts what Sign produces with the private key.
+	cfg.SigningKey = hex.EncodeToString(oldKey.Seed())
+	h, _, err := verify.Sign(cfg, body, time.Now(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+	req.Header = h
+	if !discordgo.VerifyInteraction(req, oldKey.Public().(ed25519.PublicKey)) {
+		t.Fatal("discordgo rejects Sign")
+	}
+	cfg.SigningKey = ""
+	if _, _, err := verify.Sign(cfg, body, time.Now(), ""); err == nil {
+		t.Fatal("Sign without a signing key succeeded")
 	}
 }

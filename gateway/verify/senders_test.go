@@ -13,8 +13,9 @@ import (
 func TestSenderDefaults(t *testing.T) {
 	t.Parallel()
 	for scheme, want := range map[string]Defaults{
-		SchemeMeta: {EventID: "body-sha256", EventType: "json:object"},
-		SchemeZoom: {EventID: "body-sha256", EventType: "json:event"},
+		SchemeMeta:    {EventID: "body-sha256", EventType: "json:object"},
+		SchemeZoom:    {EventID: "body-sha256", EventType: "json:event"},
+		SchemeDiscord: {EventID: "body-sha256", EventType: "json:event.type"},
 	} {
 		if got := SchemeDefaults(scheme); !reflect.DeepEqual(got, want) {
 			t.Errorf("SchemeDefaults(%s) = %+v, want %+v", scheme, got, want)
@@ -33,6 +34,8 @@ func TestSenderConfigErrors(t *testing.T) {
 		{Config{Scheme: SchemeMeta, Secrets: []string{"s"}}, "verify.verify_token: required"},
 		{Config{Scheme: SchemeMeta, VerifyToken: "t"}, "verify.secrets: required"},
 		{Config{Scheme: SchemeGitHub, Secrets: []string{"s"}, VerifyToken: "t"}, "verify.verify_token: only used by scheme meta"},
+		{Config{Scheme: SchemeDiscord, Secrets: []string{"not-hex"}}, "verify.secrets[0]: want the application's public key"},
+		{Config{Scheme: SchemeDiscord, Secrets: []string{strings.Repeat("ab", 31)}}, "verify.secrets[0]: want the application's public key"},
 	} {
 		err := tc.cfg.Validate()
 		if err == nil || !strings.HasPrefix(err.Error(), tc.expectKey) {

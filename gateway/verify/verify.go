@@ -24,6 +24,7 @@ const (
 	SchemeTwilio     = "twilio"
 	SchemeMeta       = "meta"
 	SchemeZoom       = "zoom"
+	SchemeDiscord    = "discord"
 	SchemeHMACSHA256 = "hmac-sha256"
 	SchemeNone       = "none"
 )
@@ -32,6 +33,7 @@ const (
 var Schemes = []string{
 	SchemeStripe, SchemeGitHub, SchemeStandard, SchemeShopify,
 	SchemeSlack, SchemeTwilio, SchemeMeta, SchemeZoom,
+	SchemeDiscord,
 	SchemeHMACSHA256, SchemeNone,
 }
 
@@ -101,6 +103,12 @@ type Config struct {
 	// VerifyToken is the token Meta's subscribe handshake carries
 	// (hub.verify_token), for meta only, where it is required.
 	VerifyToken string
+
+	// SigningKey is the sender's private key, for Sign only, for the
+	// schemes whose secrets are public keys (discord: hex Ed25519 seed or
+	// private key). Verify never uses it; it is no configuration key
+	// (webhookd send --signing-key).
+	SigningKey string
 
 	// AllowUnsigned must be true for scheme none, else New fails. It makes
 	// accepting unsigned webhooks an explicit decision.
@@ -248,11 +256,18 @@ func build(cfg Config) (scheme, error) {
 	if len(cfg.Secrets) == 0 {
 		return nil, fmt.Errorf("verify.secrets: required for scheme %s", cfg.Scheme)
 	}
-	keys := make([][]byte, len(cfg.Secrets))
+	tol := int64(cfg.Tolerance / time.Second)
 	for i, s := range cfg.Secrets {
 		if s == "" {
 			return nil, fmt.Errorf("verify.secrets[%d]: empty", i)
 		}
+	}
+	switch cfg.Scheme {
+	case SchemeDiscord: // public keys, not shared secrets
+		return newDiscord(cfg, tol)
+	}
+	keys := make([][]byte, len(cfg.Secrets))
+	for i, s := range cfg.Secrets {
 		if cfg.Scheme == SchemeStandard {
 			k, err := decodeStandardSecret(s)
 			if err != nil {
@@ -263,7 +278,6 @@ func build(cfg Config) (scheme, error) {
 		}
 		keys[i] = []byte(s)
 	}
-	tol := int64(cfg.Tolerance / time.Second)
 	switch cfg.Scheme {
 	case SchemeStripe:
 		return &stripeScheme{macs: newMACs(keys, sha256New), tol: tol}, nil

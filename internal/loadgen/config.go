@@ -1,7 +1,10 @@
 package loadgen
 
 import (
+	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -38,8 +41,17 @@ func BenchSource(scheme string) (Source, error) {
 		s.Verify.Secrets = []string{"whsec_" + base64.StdEncoding.EncodeToString([]byte("webhookd-bench-secret-0123456789"))}
 	case verify.SchemeNone:
 		s.Verify.AllowUnsigned = true
-	case verify.SchemeStripe, verify.SchemeGitHub, verify.SchemeShopify, verify.SchemeSlack, verify.SchemeHMACSHA256:
+	case verify.SchemeStripe, verify.SchemeGitHub, verify.SchemeShopify, verify.SchemeSlack, verify.SchemeHMACSHA256,
+		verify.SchemeZoom:
 		s.Verify.Secrets = []string{"whsec_webhookd_bench_secret"}
+	case verify.SchemeMeta:
+		s.Verify.Secrets = []string{"whsec_webhookd_bench_secret"}
+		s.Verify.VerifyToken = "webhookd-bench-verify-token"
+	case verify.SchemeDiscord:
+		seed := sha256.Sum256([]byte("webhookd-bench-key"))
+		key := ed25519.NewKeyFromSeed(seed[:])
+		s.Verify.Secrets = []string{hex.EncodeToString(key.Public().(ed25519.PublicKey))}
+		s.Verify.SigningKey = hex.EncodeToString(seed[:])
 	case verify.SchemeTwilio:
 		return Source{}, errors.New("scheme twilio is not supported by the load generator")
 	default:
@@ -60,6 +72,11 @@ func (s Source) withDefaults() Source {
 	}
 	if s.EventID == "" {
 		s.EventID = "header:X-Bench-Event-Id"
+	}
+	if s.EventID == "body-sha256" {
+		// The exactly-once check reads the id the generator writes; the
+		// generated bodies carry it as "id".
+		s.EventID = "json:id"
 	}
 	return s
 }
