@@ -20,7 +20,7 @@ import (
 func sendCommand() *cobra.Command {
 	var (
 		source, target, id, bodyArg, contentType, signingKey string
-		n, concurrency                           int
+		n, concurrency                                       int
 	)
 	cmd := &cobra.Command{
 		Use:   "send",
