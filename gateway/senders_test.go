@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"strconv"
 	"sync"
@@ -97,5 +98,34 @@ func signDiscord(t *testing.T, cfg verify.Config, body []byte, at time.Time, _ s
 	h := http.Header{}
 	h.Set("X-Signature-Timestamp", ts)
 	h.Set("X-Signature-Ed25519", hex.EncodeToString(ed25519.Sign(priv, append([]byte(ts), body...))))
+	return h, ""
+}
+
+// telegramUpdateID is the integer update_id the test gives event id.
+func telegramUpdateID(id string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return h.Sum32()
+}
+
+// telegramBody is a message Update whose update_id stands for id.
+func telegramBody(id string) []byte {
+	return fmt.Appendf(nil, `{"update_id":%d,"message":{"message_id":1,"date":1700000000,"chat":{"id":42,"type":"private"},"text":"amount 1000"}}`, telegramUpdateID(id))
+}
+
+// signTelegram sends the secret_token as Telegram does.
+func signTelegram(_ *testing.T, cfg verify.Config, _ []byte, _ time.Time, _ string) (http.Header, string) {
+	h := http.Header{}
+	h.Set("X-Telegram-Bot-Api-Secret-Token", cfg.Secrets[0])
+	return h, ""
+}
+
+// signGitLab sends the secret token and the retry-stable
+// Idempotency-Key as GitLab does.
+func signGitLab(_ *testing.T, cfg verify.Config, _ []byte, _ time.Time, id string) (http.Header, string) {
+	h := http.Header{}
+	h.Set("X-Gitlab-Token", cfg.Secrets[0])
+	h.Set("X-Gitlab-Event", "Push Hook")
+	h.Set("Idempotency-Key", id)
 	return h, ""
 }

@@ -109,6 +109,8 @@ func TestSendSignsEveryScheme(t *testing.T) {
 			givenArgs:   []string{"--signing-key", "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60"},
 			expectID:    bodyID,
 		},
+		{name: "telegram", givenVerify: "scheme: telegram\nsecrets: [tg-token]", givenID: "json:id"},
+		{name: "gitlab", givenVerify: "scheme: gitlab\nsecrets: [gitlab-token]"},
 		{name: "none", givenVerify: "scheme: none\nallow_unsigned: true", givenID: "json:id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -50,6 +50,20 @@ var schemeDefaults = map[string]Defaults{
 	// Discord's webhook events carry no id of their own; interactions do
 	// (json:id), but need an interaction response webhookd cannot give.
 	SchemeDiscord: {EventID: "body-sha256", EventType: "json:event.type"},
+	// Each Update's update_id; its type is which field it holds (message,
+	// callback_query, …), not a value: none by default.
+	SchemeTelegram: {EventID: "json:update_id"},
+	// Idempotency-Key (GitLab 17.4 and later) is kept across retries, and
+	// across manual resends from the webhook's log; X-Gitlab-Event-UUID
+	// is per event but documented without that promise. Idempotency-Key
+	// is not forwarded: webhookd sets its own for destinations.
+	SchemeGitLab: {
+		EventID:   "header:Idempotency-Key",
+		EventType: "header:X-Gitlab-Event",
+		ForwardedHeaders: []string{
+			"X-Gitlab-Event", "X-Gitlab-Event-UUID", "X-Gitlab-Webhook-UUID", "X-Gitlab-Instance",
+		},
+	},
 }
 
 // SchemeDefaults returns the Defaults of scheme; the zero Defaults for

@@ -13,9 +13,12 @@ import (
 func TestSenderDefaults(t *testing.T) {
 	t.Parallel()
 	for scheme, want := range map[string]Defaults{
-		SchemeMeta:    {EventID: "body-sha256", EventType: "json:object"},
-		SchemeZoom:    {EventID: "body-sha256", EventType: "json:event"},
-		SchemeDiscord: {EventID: "body-sha256", EventType: "json:event.type"},
+		SchemeMeta:     {EventID: "body-sha256", EventType: "json:object"},
+		SchemeZoom:     {EventID: "body-sha256", EventType: "json:event"},
+		SchemeDiscord:  {EventID: "body-sha256", EventType: "json:event.type"},
+		SchemeTelegram: {EventID: "json:update_id"},
+		SchemeGitLab: {EventID: "header:Idempotency-Key", EventType: "header:X-Gitlab-Event",
+			ForwardedHeaders: []string{"X-Gitlab-Event", "X-Gitlab-Event-UUID", "X-Gitlab-Webhook-UUID", "X-Gitlab-Instance"}},
 	} {
 		if got := SchemeDefaults(scheme); !reflect.DeepEqual(got, want) {
 			t.Errorf("SchemeDefaults(%s) = %+v, want %+v", scheme, got, want)
@@ -34,6 +37,9 @@ func TestSenderConfigErrors(t *testing.T) {
 		{Config{Scheme: SchemeMeta, Secrets: []string{"s"}}, "verify.verify_token: required"},
 		{Config{Scheme: SchemeMeta, VerifyToken: "t"}, "verify.secrets: required"},
 		{Config{Scheme: SchemeGitHub, Secrets: []string{"s"}, VerifyToken: "t"}, "verify.verify_token: only used by scheme meta"},
+		{Config{Scheme: SchemeTelegram, Secrets: []string{"has space"}}, "verify.secrets[0]: Telegram's secret_token is"},
+		{Config{Scheme: SchemeTelegram, Secrets: []string{"ok", strings.Repeat("a", 257)}}, "verify.secrets[1]: Telegram's secret_token is"},
+		{Config{Scheme: SchemeGitLab, Secrets: []string{""}}, "verify.secrets[0]: empty"},
 		{Config{Scheme: SchemeDiscord, Secrets: []string{"not-hex"}}, "verify.secrets[0]: want the application's public key"},
 		{Config{Scheme: SchemeDiscord, Secrets: []string{strings.Repeat("ab", 31)}}, "verify.secrets[0]: want the application's public key"},
 	} {
@@ -72,6 +78,35 @@ func TestMetaHandshake(t *testing.T) {
 		}
 		if ok && (string(a.Body) != "42" || a.Status != http.StatusOK || !strings.HasPrefix(a.ContentType, "text/plain")) {
 			t.Errorf("answer %+v", a)
+		}
+	}
+}
+
+// TestTokenSchemes covers telegram and gitlab: the token, compared with
+// every configured one (rotation), is all they check.
+func TestTokenSchemes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ scheme, header string }{
+		{SchemeTelegram, "X-Telegram-Bot-Api-Secret-Token"},
+		{SchemeGitLab, "X-Gitlab-Token"},
+	} {
+		v, err := New(Config{Scheme: tc.scheme, Secrets: []string{"old-token", "new-token"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for value, want := range map[string]error{
+			"old-token": nil, "new-token": nil, "": ErrMissingSignature,
+			"old-token ": ErrSignatureMismatch, "old": ErrSignatureMismatch, "Old-token": ErrSignatureMismatch,
+		} {
+			h := http.Header{}
+			h.Set(tc.header, value)
+			err := v.Verify(Request{Header: h, Body: []byte(`{}`)}, testNow)
+			if !errors.Is(err, want) || want == nil && err != nil {
+				t.Errorf("%s %q: Verify = %v, want %v", tc.scheme, value, err, want)
+			}
+			if err != nil && (!strings.Contains(err.Error(), tc.header) || strings.Contains(err.Error(), "old-token")) {
+				t.Errorf("%s: error %q must name %s and no token", tc.scheme, err, tc.header)
+			}
 		}
 	}
 }

@@ -25,6 +25,8 @@ const (
 	SchemeMeta       = "meta"
 	SchemeZoom       = "zoom"
 	SchemeDiscord    = "discord"
+	SchemeTelegram   = "telegram"
+	SchemeGitLab     = "gitlab"
 	SchemeHMACSHA256 = "hmac-sha256"
 	SchemeNone       = "none"
 )
@@ -33,7 +35,7 @@ const (
 var Schemes = []string{
 	SchemeStripe, SchemeGitHub, SchemeStandard, SchemeShopify,
 	SchemeSlack, SchemeTwilio, SchemeMeta, SchemeZoom,
-	SchemeDiscord,
+	SchemeDiscord, SchemeTelegram, SchemeGitLab,
 	SchemeHMACSHA256, SchemeNone,
 }
 
@@ -265,6 +267,10 @@ func build(cfg Config) (scheme, error) {
 	switch cfg.Scheme {
 	case SchemeDiscord: // public keys, not shared secrets
 		return newDiscord(cfg, tol)
+	case SchemeTelegram: // tokens compared, no key
+		return newTelegram(cfg.Secrets)
+	case SchemeGitLab:
+		return newGitLab(cfg.Secrets), nil
 	}
 	keys := make([][]byte, len(cfg.Secrets))
 	for i, s := range cfg.Secrets {

@@ -47,6 +47,11 @@ func BenchSource(scheme string) (Source, error) {
 	case verify.SchemeMeta:
 		s.Verify.Secrets = []string{"whsec_webhookd_bench_secret"}
 		s.Verify.VerifyToken = "webhookd-bench-verify-token"
+	case verify.SchemeGitLab:
+		s.Verify.Secrets = []string{"webhookd-bench-token"}
+	case verify.SchemeTelegram:
+		s.Verify.Secrets = []string{"webhookd-bench-token"}
+		s.EventID = "json:id" // the generated bodies carry no update_id
 	case verify.SchemeDiscord:
 		seed := sha256.Sum256([]byte("webhookd-bench-key"))
 		key := ed25519.NewKeyFromSeed(seed[:])
