@@ -111,7 +111,7 @@ func strPtr(s string) *string { return &s }
 
 var hex64 = strings.Repeat("ab", 32)
 
-func schemes() []scheme {
+func schemes(t *testing.T) []scheme {
 	return []scheme{
 		{
 			source: "stripe",
@@ -316,6 +316,20 @@ func schemes() []scheme {
 			tokenOnly:   true,
 		},
 		{
+			source:      "sendgrid",
+			cfg:         verify.Config{Scheme: verify.SchemeSendGrid, Secrets: []string{sendgridPublicKey(t), sendgridPublicKey(t)}},
+			body:        sendgridBody,
+			sign:        signSendGrid,
+			expectID:    bodySHA256,
+			wrongSecret: sendgridPublicKey(t),
+			required:    []string{"X-Twilio-Email-Event-Webhook-Signature", "X-Twilio-Email-Event-Webhook-Timestamp"},
+			timestamped: true,
+			malformed: []headerValue{
+				{"X-Twilio-Email-Event-Webhook-Signature", "not base64!"},
+				{"X-Twilio-Email-Event-Webhook-Timestamp", "soon"},
+			},
+		},
+		{
 			source: "none",
 			cfg:    verify.Config{Scheme: verify.SchemeNone, AllowUnsigned: true},
 			// The body's id is the event id here.
@@ -336,7 +350,7 @@ func schemes() []scheme {
 func TestEveryScheme(t *testing.T) {
 	t.Parallel()
 	dest := newDestination(t)
-	all := schemes()
+	all := schemes(t)
 	specs := make([]pipelinetest.SourceSpec, len(all))
 	for i, s := range all {
 		specs[i] = pipelinetest.SourceSpec{Name: s.source, Verify: s.cfg, EventID: s.eventID, Destinations: map[string]string{"app": dest.URL}}

@@ -1,9 +1,14 @@
 package gateway_test
 
 import (
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
@@ -127,5 +132,54 @@ func signGitLab(_ *testing.T, cfg verify.Config, _ []byte, _ time.Time, id strin
 	h.Set("X-Gitlab-Token", cfg.Secrets[0])
 	h.Set("X-Gitlab-Event", "Push Hook")
 	h.Set("Idempotency-Key", id)
+	return h, ""
+}
+
+// ecdsaKeys are P-256 key pairs by their base64 DER public key (what
+// SendGrid shows), made by sendgridPublicKey.
+var (
+	ecdsaMu   sync.Mutex
+	ecdsaKeys = map[string]*ecdsa.PrivateKey{}
+)
+
+func sendgridPublicKey(t *testing.T) string {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := base64.StdEncoding.EncodeToString(der)
+	ecdsaMu.Lock()
+	ecdsaKeys[pub] = k
+	ecdsaMu.Unlock()
+	return pub
+}
+
+// sendgridBody is an Event Webhook POST: a batch of one event.
+func sendgridBody(id string) []byte {
+	return fmt.Appendf(nil, `[{"email":"a@example.com","timestamp":1700000000,"event":"delivered","sg_event_id":%q,"sg_message_id":"m1","amount":"1000"}]`, id)
+}
+
+// signSendGrid signs as sendgrid-go's eventwebhook verifies: base64 ASN.1
+// ECDSA signature of SHA-256(timestamp + body).
+func signSendGrid(t *testing.T, cfg verify.Config, body []byte, at time.Time, _ string) (http.Header, string) {
+	ecdsaMu.Lock()
+	k, ok := ecdsaKeys[cfg.Secrets[0]]
+	ecdsaMu.Unlock()
+	if !ok {
+		t.Fatalf("no private key for %s", cfg.Secrets[0])
+	}
+	ts := strconv.FormatInt(at.Unix(), 10)
+	digest := sha256.Sum256(append([]byte(ts), body...))
+	sig, err := ecdsa.SignASN1(rand.Reader, k, digest[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{}
+	h.Set("X-Twilio-Email-Event-Webhook-Timestamp", ts)
+	h.Set("X-Twilio-Email-Event-Webhook-Signature", base64.StdEncoding.EncodeToString(sig))
 	return h, ""
 }

@@ -111,6 +111,13 @@ func TestSendSignsEveryScheme(t *testing.T) {
 		},
 		{name: "telegram", givenVerify: "scheme: telegram\nsecrets: [tg-token]", givenID: "json:id"},
 		{name: "gitlab", givenVerify: "scheme: gitlab\nsecrets: [gitlab-token]"},
+		{
+			// SendGrid's published test key pair (sendgrid-go).
+			name:        "sendgrid",
+			givenVerify: "scheme: sendgrid\nsecrets: [MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEEDr2LjtURuePQzplybdC+u4CwrqDqBaWjcMMsTbhdbcwHBcepxo7yAQGhHPTnlvFYPAZFceEu/1FwCM/QmGUhA==]",
+			givenArgs:   []string{"--signing-key", "MHcCAQEEIEQmZgBEh9DcU9zMl34czK3xov4AYvm9P3r7rNB2dNXtoAoGCCqGSM49AwEHoUQDQgAEEDr2LjtURuePQzplybdC+u4CwrqDqBaWjcMMsTbhdbcwHBcepxo7yAQGhHPTnlvFYPAZFceEu/1FwCM/QmGUhA=="},
+			expectID:    bodyID,
+		},
 		{name: "none", givenVerify: "scheme: none\nallow_unsigned: true", givenID: "json:id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -50,6 +50,9 @@ var schemeDefaults = map[string]Defaults{
 	// Discord's webhook events carry no id of their own; interactions do
 	// (json:id), but need an interaction response webhookd cannot give.
 	SchemeDiscord: {EventID: "body-sha256", EventType: "json:event.type"},
+	// One POST batches events, each with its sg_event_id: the POST is one
+	// event, its id the body's SHA-256 (a retry resends the batch).
+	SchemeSendGrid: {EventID: "body-sha256"},
 	// Each Update's update_id; its type is which field it holds (message,
 	// callback_query, …), not a value: none by default.
 	SchemeTelegram: {EventID: "json:update_id"},

@@ -6,7 +6,12 @@ package verify_test
 
 import (
 	"bytes"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"net/http"
@@ -241,5 +246,73 @@ func TestDiscordAgainstDiscordGo(t *testing.T) {
 	cfg.SigningKey = ""
 	if _, _, err := verify.Sign(cfg, body, time.Now(), ""); err == nil {
 		t.Fatal("Sign without a signing key succeeded")
+	}
+}
+
+// SendGrid's published test vector (sendgrid-go,
+// helpers/eventwebhook/eventwebhook_test.go): its public key, timestamp,
+// payload and signature, and its private key for Sign.
+const (
+	sendgridVectorPublicKey  = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEEDr2LjtURuePQzplybdC+u4CwrqDqBaWjcMMsTbhdbcwHBcepxo7yAQGhHPTnlvFYPAZFceEu/1FwCM/QmGUhA=="
+	sendgridVectorPrivateKey = "MHcCAQEEIEQmZgBEh9DcU9zMl34czK3xov4AYvm9P3r7rNB2dNXtoAoGCCqGSM49AwEHoUQDQgAEEDr2LjtURuePQzplybdC+u4CwrqDqBaWjcMMsTbhdbcwHBcepxo7yAQGhHPTnlvFYPAZFceEu/1FwCM/QmGUhA=="
+	sendgridVectorTimestamp  = "1588788367"
+	sendgridVectorSignature  = "MEUCIQCtIHJeH93Y+qpYeWrySphQgpNGNr/U+UyUlBkU6n7RAwIgJTz2C+8a8xonZGi6BpSzoQsbVRamr2nlxFDWYNH2j/0="
+	sendgridVectorPayload    = `{"category":"example_payload","event":"test_event","message_id":"message_id"}`
+)
+
+func TestSendGridPublishedVector(t *testing.T) {
+	t.Parallel()
+	// A rotated-out key first: any configured key may match.
+	other, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherDER, _ := x509.MarshalPKIXPublicKey(&other.PublicKey)
+	cfg := verify.Config{Scheme: verify.SchemeSendGrid, Secrets: []string{base64.StdEncoding.EncodeToString(otherDER), sendgridVectorPublicKey}}
+	v, err := verify.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, _ := strconv.ParseInt(sendgridVectorTimestamp, 10, 64)
+	at := time.Unix(ts, 0)
+	req := func(sig, body string) verify.Request {
+		h := http.Header{}
+		h.Set("X-Twilio-Email-Event-Webhook-Signature", sig)
+		h.Set("X-Twilio-Email-Event-Webhook-Timestamp", sendgridVectorTimestamp)
+		return verify.Request{Header: h, Body: []byte(body)}
+	}
+	for _, tc := range []struct {
+		name      string
+		r         verify.Request
+		now       time.Time
+		expectErr error
+	}{
+		{"published vector", req(sendgridVectorSignature, sendgridVectorPayload), at, nil},
+		{"altered body", req(sendgridVectorSignature, sendgridVectorPayload+" "), at, verify.ErrSignatureMismatch},
+		{"stale", req(sendgridVectorSignature, sendgridVectorPayload), at.Add(6 * time.Minute), verify.ErrTimestampOutsideTolerance},
+		{"future", req(sendgridVectorSignature, sendgridVectorPayload), at.Add(-6 * time.Minute), verify.ErrTimestampOutsideTolerance},
+		{"not base64", req("%%%", sendgridVectorPayload), at, verify.ErrMalformedSignature},
+		{"not DER", req(base64.StdEncoding.EncodeToString([]byte("0123456789")), sendgridVectorPayload), at, verify.ErrSignatureMismatch},
+	} {
+		if err := v.Verify(tc.r, tc.now); !errors.Is(err, tc.expectErr) {
+			t.Errorf("%s: Verify = %v, want %v", tc.name, err, tc.expectErr)
+		}
+	}
+	if _, err := verify.New(verify.Config{Scheme: verify.SchemeSendGrid, Secrets: []string{sendgridVectorPublicKey}}); err != nil {
+		t.Fatal(err)
+	}
+	// Sign with the vector's private key verifies under its public key
+	// only (ECDSA signatures are randomized: no fixed expected value).
+	cfg.SigningKey = sendgridVectorPrivateKey
+	h, _, err := verify.Sign(cfg, []byte(sendgridVectorPayload), at, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Verify(verify.Request{Header: h, Body: []byte(sendgridVectorPayload)}, at); err != nil {
+		t.Fatalf("Sign does not verify: %v", err)
+	}
+	only, _ := verify.New(verify.Config{Scheme: verify.SchemeSendGrid, Secrets: []string{base64.StdEncoding.EncodeToString(otherDER)}})
+	if err := only.Verify(verify.Request{Header: h, Body: []byte(sendgridVectorPayload)}, at); !errors.Is(err, verify.ErrSignatureMismatch) {
+		t.Fatalf("Sign verifies under another key: %v", err)
 	}
 }

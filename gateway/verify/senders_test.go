@@ -17,6 +17,7 @@ func TestSenderDefaults(t *testing.T) {
 		SchemeZoom:     {EventID: "body-sha256", EventType: "json:event"},
 		SchemeDiscord:  {EventID: "body-sha256", EventType: "json:event.type"},
 		SchemeTelegram: {EventID: "json:update_id"},
+		SchemeSendGrid: {EventID: "body-sha256"},
 		SchemeGitLab: {EventID: "header:Idempotency-Key", EventType: "header:X-Gitlab-Event",
 			ForwardedHeaders: []string{"X-Gitlab-Event", "X-Gitlab-Event-UUID", "X-Gitlab-Webhook-UUID", "X-Gitlab-Instance"}},
 	} {
@@ -40,6 +41,8 @@ func TestSenderConfigErrors(t *testing.T) {
 		{Config{Scheme: SchemeTelegram, Secrets: []string{"has space"}}, "verify.secrets[0]: Telegram's secret_token is"},
 		{Config{Scheme: SchemeTelegram, Secrets: []string{"ok", strings.Repeat("a", 257)}}, "verify.secrets[1]: Telegram's secret_token is"},
 		{Config{Scheme: SchemeGitLab, Secrets: []string{""}}, "verify.secrets[0]: empty"},
+		{Config{Scheme: SchemeSendGrid, Secrets: []string{"not base64"}}, "verify.secrets[0]: want the verification key SendGrid shows"},
+		{Config{Scheme: SchemeSendGrid, Secrets: []string{"c2hvcnQ="}}, "verify.secrets[0]: not an ECDSA P-256 public key"},
 		{Config{Scheme: SchemeDiscord, Secrets: []string{"not-hex"}}, "verify.secrets[0]: want the application's public key"},
 		{Config{Scheme: SchemeDiscord, Secrets: []string{strings.Repeat("ab", 31)}}, "verify.secrets[0]: want the application's public key"},
 	} {

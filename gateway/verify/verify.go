@@ -27,6 +27,7 @@ const (
 	SchemeDiscord    = "discord"
 	SchemeTelegram   = "telegram"
 	SchemeGitLab     = "gitlab"
+	SchemeSendGrid   = "sendgrid"
 	SchemeHMACSHA256 = "hmac-sha256"
 	SchemeNone       = "none"
 )
@@ -35,7 +36,7 @@ const (
 var Schemes = []string{
 	SchemeStripe, SchemeGitHub, SchemeStandard, SchemeShopify,
 	SchemeSlack, SchemeTwilio, SchemeMeta, SchemeZoom,
-	SchemeDiscord, SchemeTelegram, SchemeGitLab,
+	SchemeDiscord, SchemeTelegram, SchemeSendGrid, SchemeGitLab,
 	SchemeHMACSHA256, SchemeNone,
 }
 
@@ -108,7 +109,8 @@ type Config struct {
 
 	// SigningKey is the sender's private key, for Sign only, for the
 	// schemes whose secrets are public keys (discord: hex Ed25519 seed or
-	// private key). Verify never uses it; it is no configuration key
+	// private key; sendgrid: base64 DER P-256 key, SEC 1 or PKCS #8).
+	// Verify never uses it; it is no configuration key
 	// (webhookd send --signing-key).
 	SigningKey string
 
@@ -267,6 +269,8 @@ func build(cfg Config) (scheme, error) {
 	switch cfg.Scheme {
 	case SchemeDiscord: // public keys, not shared secrets
 		return newDiscord(cfg, tol)
+	case SchemeSendGrid:
+		return newSendGrid(cfg, tol)
 	case SchemeTelegram: // tokens compared, no key
 		return newTelegram(cfg.Secrets)
 	case SchemeGitLab:

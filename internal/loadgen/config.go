@@ -1,8 +1,12 @@
 package loadgen
 
 import (
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -52,6 +56,15 @@ func BenchSource(scheme string) (Source, error) {
 	case verify.SchemeTelegram:
 		s.Verify.Secrets = []string{"webhookd-bench-token"}
 		s.EventID = "json:id" // the generated bodies carry no update_id
+	case verify.SchemeSendGrid:
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return Source{}, fmt.Errorf("generating a sendgrid key: %w", err)
+		}
+		pub, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
+		priv, _ := x509.MarshalECPrivateKey(k)
+		s.Verify.Secrets = []string{base64.StdEncoding.EncodeToString(pub)}
+		s.Verify.SigningKey = base64.StdEncoding.EncodeToString(priv)
 	case verify.SchemeDiscord:
 		seed := sha256.Sum256([]byte("webhookd-bench-key"))
 		key := ed25519.NewKeyFromSeed(seed[:])
