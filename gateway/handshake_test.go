@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,6 +40,7 @@ func TestHandshakes(t *testing.T) {
 		{Scheme: verify.SchemeZoom, Secrets: []string{"zoom-old-token", "zoom-secret-token"}},
 		{Scheme: verify.SchemeSlack, Secrets: []string{"slack-signing-secret"}},
 		{Scheme: verify.SchemeDiscord, Secrets: []string{publicHex("discord-old"), publicHex("discord-app")}},
+		{Scheme: verify.SchemeMSGraph, Secrets: []string{"graph-client-state", "graph-rotated-state"}},
 	}
 	specs := make([]pipelinetest.SourceSpec, len(sources))
 	for i, cfg := range sources {
@@ -81,6 +83,14 @@ func TestHandshakes(t *testing.T) {
 	discordEventPing := []byte(`{"version":1,"application_id":"1234","type":0}`)
 	discordEventPingSigned, _ := signDiscord(t, discordKey, discordEventPing, time.Now(), "")
 	cases = append(cases,
+		handshakeCase{name: "msgraph validationToken", source: "msgraph", method: http.MethodPost,
+			query:  "validationToken=" + url.QueryEscape("Validation: Testing client application reachability for subscription Request-Id: 25a6d4c3-52b7-4c36-b0d1-9b2e1d3a7f10"),
+			header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}, body: []byte{},
+			expectCode: http.StatusOK, expectType: "text/plain", expectBody: "Validation: Testing client application reachability for subscription Request-Id: 25a6d4c3-52b7-4c36-b0d1-9b2e1d3a7f10"},
+		handshakeCase{name: "msgraph empty validationToken", source: "msgraph", method: http.MethodPost, query: "validationToken=",
+			body: []byte{}, expectCode: http.StatusForbidden},
+		handshakeCase{name: "msgraph notification without clientState", source: "msgraph", method: http.MethodPost,
+			body: []byte(`{"value":[{"subscriptionId":"s1","changeType":"created"}]}`), expectCode: http.StatusUnauthorized},
 		handshakeCase{name: "discord interaction PING", source: "discord", method: http.MethodPost, header: discordPingSigned, body: discordPing,
 			expectCode: http.StatusOK, expectType: "application/json", expectBody: `{"type":1}`},
 		handshakeCase{name: "discord interaction PING wrong key", source: "discord", method: http.MethodPost, header: discordPingWrong, body: discordPing,
@@ -148,4 +158,56 @@ func TestHandshakes(t *testing.T) {
 	if n := dest.sink.Stats().Calls; n != 0 {
 		t.Errorf("destination got %d calls from handshakes", n)
 	}
+}
+
+// TestMSGraphNotifications posts Graph change notifications through the
+// real gateway: each notification's clientState must be a configured
+// secret (either while rotating); a retry of the same batch records
+// nothing new; a wrong or missing clientState anywhere in the batch is a
+// 401 that records nothing.
+func TestMSGraphNotifications(t *testing.T) {
+	t.Parallel()
+	dest := newDestination(t)
+	cfg := verify.Config{Scheme: verify.SchemeMSGraph, Secrets: []string{"graph-client-state", "graph-rotated-state"}}
+	p := pipelinetest.Start(t, pipelinetest.Options{Sources: []pipelinetest.SourceSpec{{Name: "graph", Verify: cfg, Destinations: map[string]string{"app": dest.URL}}}})
+	notification := func(state, resource string) string {
+		return `{"subscriptionId":"0a5b2f8c-1111-4d6e-9c4b-2a6e3f7d8c90","subscriptionExpirationDateTime":"2026-12-05T11:00:00Z","changeType":"created",` +
+			`"resource":"Users/u1/Messages/` + resource + `","resourceData":{"@odata.type":"#Microsoft.Graph.Message","id":"` + resource + `"},` +
+			`"clientState":"` + state + `","tenantId":"t1"}`
+	}
+	batch := func(items ...string) []byte { return []byte(`{"value":[` + strings.Join(items, ",") + `]}`) }
+	count := func() int { return p.Schema.Int(t, `SELECT count(*) FROM events WHERE source = 'graph'`) }
+
+	for i, body := range [][]byte{
+		batch(notification("graph-client-state", "m1"), notification("graph-client-state", "m2")),
+		batch(notification("graph-rotated-state", "m3")),
+	} {
+		code, answer := p.Post(t, "/webhooks/graph", nil, body)
+		if code != http.StatusAccepted || !strings.Contains(string(answer), bodySHA256(body, "")) {
+			t.Fatalf("batch %d: got %d %s, want 202 with the body's SHA-256 as event id", i, code, answer)
+		}
+	}
+	code, answer := p.Post(t, "/webhooks/graph", nil, batch(notification("graph-client-state", "m1"), notification("graph-client-state", "m2")))
+	if code != http.StatusOK || !strings.Contains(string(answer), `"duplicate"`) {
+		t.Fatalf("retried batch: got %d %s, want 200 duplicate", code, answer)
+	}
+	before := count()
+	for name, body := range map[string][]byte{
+		"wrong clientState":           batch(notification("graph-wrong-state", "m4")),
+		"one wrong clientState":       batch(notification("graph-client-state", "m5"), notification("graph-wrong-state", "m6")),
+		"no clientState":              batch(`{"subscriptionId":"s","changeType":"created"}`),
+		"no value":                    []byte(`{"foo":[]}`),
+		"empty value":                 []byte(`{"value":[]}`),
+		"clientState of another type": batch(`{"clientState":42}`),
+		"not JSON":                    []byte(`value=1`),
+	} {
+		code, answer := p.Post(t, "/webhooks/graph", nil, body)
+		if code != http.StatusUnauthorized || !strings.Contains(string(answer), "clientState") || strings.Contains(string(answer), "graph-client-state") {
+			t.Errorf("%s: got %d %s, want 401 naming clientState, no secret", name, code, answer)
+		}
+	}
+	if after := count(); after != before {
+		t.Errorf("refused notifications were recorded: %d -> %d rows", before, after)
+	}
+	pipelinetest.Eventually(t, 15*time.Second, "two deliveries", func() bool { return dest.sink.Stats().Calls >= 2 })
 }

@@ -88,6 +88,8 @@ func (s *Server) ingest(c echo.Context) error {
 		if answer.Body == nil {
 			return c.NoContent(answer.Status)
 		}
+		// Handshakes echo what the sender chose: never sniffed as HTML.
+		c.Response().Header().Set("X-Content-Type-Options", "nosniff")
 		return c.Blob(answer.Status, answer.ContentType, answer.Body)
 	}
 	if req.Method != http.MethodPost {

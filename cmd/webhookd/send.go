@@ -52,6 +52,11 @@ func sendCommand() *cobra.Command {
 					return err
 				}
 			}
+			if len(body) == 0 && src.Verify.Scheme == verify.SchemeMSGraph && len(src.Verify.Secrets) > 0 {
+				// Graph signs nothing: the clientState is in the body.
+				body = fmt.Appendf(nil, `{"value":[{"subscriptionId":"sub_demo","changeType":"created","resource":"Users/demo/Messages/%s","resourceData":{"id":%q},"clientState":%q,"tenantId":"tenant_demo"}]}`,
+					id, id, src.Verify.Secrets[0])
+			}
 			if len(body) == 0 {
 				body = fmt.Appendf(nil, `{"id":%q,"event_id":%q,"type":"demo.created","created":%d,"data":{"object":{"id":"obj_demo","amount":1000}}}`,
 					id, id, time.Now().Unix())

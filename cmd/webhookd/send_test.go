@@ -118,6 +118,7 @@ func TestSendSignsEveryScheme(t *testing.T) {
 			givenArgs:   []string{"--signing-key", "MHcCAQEEIEQmZgBEh9DcU9zMl34czK3xov4AYvm9P3r7rNB2dNXtoAoGCCqGSM49AwEHoUQDQgAEEDr2LjtURuePQzplybdC+u4CwrqDqBaWjcMMsTbhdbcwHBcepxo7yAQGhHPTnlvFYPAZFceEu/1FwCM/QmGUhA=="},
 			expectID:    bodyID,
 		},
+		{name: "msgraph", givenVerify: "scheme: msgraph\nsecrets: [graph-client-state]", expectID: bodyID},
 		{name: "none", givenVerify: "scheme: none\nallow_unsigned: true", givenID: "json:id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

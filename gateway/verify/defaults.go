@@ -53,6 +53,10 @@ var schemeDefaults = map[string]Defaults{
 	// One POST batches events, each with its sg_event_id: the POST is one
 	// event, its id the body's SHA-256 (a retry resends the batch).
 	SchemeSendGrid: {EventID: "body-sha256"},
+	// A notification's own id is optional and one POST batches value[]:
+	// the POST is one event, its id the body's SHA-256 (a retry resends
+	// the batch), its type the first notification's changeType.
+	SchemeMSGraph: {EventID: "body-sha256", EventType: "json:value.0.changeType"},
 	// Each Update's update_id; its type is which field it holds (message,
 	// callback_query, …), not a value: none by default.
 	SchemeTelegram: {EventID: "json:update_id"},

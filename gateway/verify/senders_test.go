@@ -18,6 +18,7 @@ func TestSenderDefaults(t *testing.T) {
 		SchemeDiscord:  {EventID: "body-sha256", EventType: "json:event.type"},
 		SchemeTelegram: {EventID: "json:update_id"},
 		SchemeSendGrid: {EventID: "body-sha256"},
+		SchemeMSGraph:  {EventID: "body-sha256", EventType: "json:value.0.changeType"},
 		SchemeGitLab: {EventID: "header:Idempotency-Key", EventType: "header:X-Gitlab-Event",
 			ForwardedHeaders: []string{"X-Gitlab-Event", "X-Gitlab-Event-UUID", "X-Gitlab-Webhook-UUID", "X-Gitlab-Instance"}},
 	} {

@@ -28,6 +28,7 @@ const (
 	SchemeTelegram   = "telegram"
 	SchemeGitLab     = "gitlab"
 	SchemeSendGrid   = "sendgrid"
+	SchemeMSGraph    = "msgraph"
 	SchemeHMACSHA256 = "hmac-sha256"
 	SchemeNone       = "none"
 )
@@ -36,7 +37,7 @@ const (
 var Schemes = []string{
 	SchemeStripe, SchemeGitHub, SchemeStandard, SchemeShopify,
 	SchemeSlack, SchemeTwilio, SchemeMeta, SchemeZoom,
-	SchemeDiscord, SchemeTelegram, SchemeSendGrid, SchemeGitLab,
+	SchemeDiscord, SchemeTelegram, SchemeSendGrid, SchemeMSGraph, SchemeGitLab,
 	SchemeHMACSHA256, SchemeNone,
 }
 
@@ -275,6 +276,8 @@ func build(cfg Config) (scheme, error) {
 		return newTelegram(cfg.Secrets)
 	case SchemeGitLab:
 		return newGitLab(cfg.Secrets), nil
+	case SchemeMSGraph:
+		return &msgraphScheme{states: cfg.Secrets}, nil
 	}
 	keys := make([][]byte, len(cfg.Secrets))
 	for i, s := range cfg.Secrets {

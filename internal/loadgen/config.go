@@ -37,7 +37,8 @@ type Source struct {
 
 // BenchSource returns the source used against an in-process server for
 // scheme: a generated secret of the scheme's form and its default event
-// id. twilio is not supported (it signs the URL, not a body).
+// id. twilio (it signs the URL, not a body) and msgraph (its secret is
+// in the body) are not supported.
 func BenchSource(scheme string) (Source, error) {
 	s := Source{Name: "bench", Destination: "sink", Verify: verify.Config{Scheme: scheme}}
 	switch scheme {
@@ -72,6 +73,8 @@ func BenchSource(scheme string) (Source, error) {
 		s.Verify.SigningKey = hex.EncodeToString(seed[:])
 	case verify.SchemeTwilio:
 		return Source{}, errors.New("scheme twilio is not supported by the load generator")
+	case verify.SchemeMSGraph:
+		return Source{}, errors.New("scheme msgraph is not supported by the load generator (its secret is in the body)")
 	default:
 		return Source{}, fmt.Errorf("unknown scheme %q", scheme)
 	}
