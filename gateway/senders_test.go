@@ -183,3 +183,61 @@ func signSendGrid(t *testing.T, cfg verify.Config, body []byte, at time.Time, _ 
 	h.Set("X-Twilio-Email-Event-Webhook-Signature", base64.StdEncoding.EncodeToString(sig))
 	return h, ""
 }
+
+// paddleBody is a Paddle Billing notification.
+func paddleBody(id string) []byte {
+	return fmt.Appendf(nil, `{"event_id":%q,"event_type":"transaction.completed","occurred_at":"2024-01-01T00:00:00Z","notification_id":"ntf_1","data":{"id":"txn_1","total":"1000"}}`, id)
+}
+
+// signPaddle signs as developer.paddle.com documents it: Paddle-Signature:
+// ts=<unix>;h1=<hex HMAC-SHA256 of "<ts>:<body>">.
+func signPaddle(_ *testing.T, cfg verify.Config, body []byte, at time.Time, _ string) (http.Header, string) {
+	ts := strconv.FormatInt(at.Unix(), 10)
+	h := http.Header{}
+	h.Set("Paddle-Signature", "ts="+ts+";h1="+hex.EncodeToString(hmacSHA256(cfg.Secrets[0], []byte(ts+":"), body)))
+	return h, ""
+}
+
+// razorpayBody is a Razorpay payment.captured event.
+func razorpayBody(string) []byte {
+	return []byte(`{"entity":"event","account_id":"acc_1","event":"payment.captured","contains":["payment"],"payload":{"payment":{"entity":{"id":"pay_1","amount":1000}}},"created_at":1700000000}`)
+}
+
+// signRazorpay signs as Razorpay documents it: X-Razorpay-Signature is
+// the hex HMAC-SHA256 of the body; X-Razorpay-Event-Id names the event.
+func signRazorpay(_ *testing.T, cfg verify.Config, body []byte, _ time.Time, id string) (http.Header, string) {
+	h := http.Header{}
+	h.Set("X-Razorpay-Signature", hex.EncodeToString(hmacSHA256(cfg.Secrets[0], body)))
+	h.Set("X-Razorpay-Event-Id", id)
+	return h, ""
+}
+
+// linearBody is a Linear Issue create at the current time (its SDK checks
+// webhookTimestamp within a minute).
+func linearBody(id string) []byte {
+	return fmt.Appendf(nil, `{"action":"create","type":"Issue","data":{"id":%q,"title":"amount 1000"},"webhookTimestamp":%d,"webhookId":"wh_1"}`, id, time.Now().UnixMilli())
+}
+
+// signLinear signs as Linear's SDK verifies: Linear-Signature is the hex
+// HMAC-SHA256 of the body; webhookTimestamp is in the body (at is
+// unused: a stale delivery has a stale body).
+func signLinear(_ *testing.T, cfg verify.Config, body []byte, _ time.Time, id string) (http.Header, string) {
+	h := http.Header{}
+	h.Set("Linear-Signature", hex.EncodeToString(hmacSHA256(cfg.Secrets[0], body)))
+	h.Set("Linear-Delivery", id)
+	h.Set("Linear-Event", "Issue")
+	return h, ""
+}
+
+// squareBody is a Square payment.updated event.
+func squareBody(id string) []byte {
+	return fmt.Appendf(nil, `{"merchant_id":"M1","type":"payment.updated","event_id":%q,"created_at":"2024-01-01T00:00:00Z","data":{"type":"payment","id":"p1","object":{"payment":{"amount_money":{"amount":1000}}}}}`, id)
+}
+
+// signSquare signs as Square's SDK verifies: base64 HMAC-SHA256 of the
+// notification URL followed by the body.
+func signSquare(_ *testing.T, cfg verify.Config, body []byte, _ time.Time, _ string) (http.Header, string) {
+	h := http.Header{}
+	h.Set("x-square-hmacsha256-signature", base64.StdEncoding.EncodeToString(hmacSHA256(cfg.Secrets[0], []byte(cfg.PublicURL), body)))
+	return h, ""
+}

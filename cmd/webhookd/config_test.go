@@ -204,6 +204,16 @@ func TestParseConfigErrors(t *testing.T) {
 			expectText: []string{"sources[1].verify", "verify.verify_token: only used by scheme meta"},
 		},
 		{
+			name:       "square without public_url",
+			givenYAML:  strings.Replace(validConfig, "scheme: github", "scheme: square", 1),
+			expectText: []string{"sources[1].verify", "verify.public_url: required for scheme square"},
+		},
+		{
+			name:       "discord secret that is not a public key",
+			givenYAML:  strings.Replace(validConfig, "scheme: github", "scheme: discord", 1),
+			expectText: []string{"sources[1].verify", "verify.secrets[0]: want the application's public key"},
+		},
+		{
 			name:       "bad event id spec",
 			givenYAML:  strings.Replace(validConfig, "    destinations:\n      - name: ci", "    event_id: xml:id\n    destinations:\n      - name: ci", 1),
 			expectText: []string{"sources[1].event_id"},

@@ -52,10 +52,8 @@ func sendCommand() *cobra.Command {
 					return err
 				}
 			}
-			if len(body) == 0 && src.Verify.Scheme == verify.SchemeMSGraph && len(src.Verify.Secrets) > 0 {
-				// Graph signs nothing: the clientState is in the body.
-				body = fmt.Appendf(nil, `{"value":[{"subscriptionId":"sub_demo","changeType":"created","resource":"Users/demo/Messages/%s","resourceData":{"id":%q},"clientState":%q,"tenantId":"tenant_demo"}]}`,
-					id, id, src.Verify.Secrets[0])
+			if len(body) == 0 {
+				body = defaultBody(src.Verify, id)
 			}
 			if len(body) == 0 {
 				body = fmt.Appendf(nil, `{"id":%q,"event_id":%q,"type":"demo.created","created":%d,"data":{"object":{"id":"obj_demo","amount":1000}}}`,
@@ -131,4 +129,21 @@ func sendCommand() *cobra.Command {
 	cmd.Flags().IntVarP(&n, "count", "n", 1, "how many copies to send")
 	cmd.Flags().IntVarP(&concurrency, "concurrency", "c", 1, "how many copies in flight at once")
 	return cmd
+}
+
+// defaultBody is the test event of the schemes whose sender puts what
+// verification checks in the body, nil for the others: msgraph's
+// clientState (the first secret) and linear's webhookTimestamp.
+func defaultBody(v verifyConf, id string) []byte {
+	switch v.Scheme {
+	case verify.SchemeMSGraph:
+		if len(v.Secrets) == 0 {
+			return nil
+		}
+		return fmt.Appendf(nil, `{"value":[{"subscriptionId":"sub_demo","changeType":"created","resource":"Users/demo/Messages/%s","resourceData":{"id":%q},"clientState":%q,"tenantId":"tenant_demo"}]}`,
+			id, id, v.Secrets[0])
+	case verify.SchemeLinear:
+		return fmt.Appendf(nil, `{"action":"create","type":"Issue","data":{"id":%q,"title":"demo"},"webhookTimestamp":%d}`, id, time.Now().UnixMilli())
+	}
+	return nil
 }

@@ -119,6 +119,10 @@ func TestSendSignsEveryScheme(t *testing.T) {
 			expectID:    bodyID,
 		},
 		{name: "msgraph", givenVerify: "scheme: msgraph\nsecrets: [graph-client-state]", expectID: bodyID},
+		{name: "square", givenVerify: "scheme: square\nsecrets: [sq-signature-key]\npublic_url: {url}"},
+		{name: "paddle", givenVerify: "scheme: paddle\nsecrets: [pdl_ntfset_secret]"},
+		{name: "razorpay", givenVerify: "scheme: razorpay\nsecrets: [rzp-secret]"},
+		{name: "linear", givenVerify: "scheme: linear\nsecrets: [lin_wh_secret]"},
 		{name: "none", givenVerify: "scheme: none\nallow_unsigned: true", givenID: "json:id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -57,6 +57,23 @@ var schemeDefaults = map[string]Defaults{
 	// the POST is one event, its id the body's SHA-256 (a retry resends
 	// the batch), its type the first notification's changeType.
 	SchemeMSGraph: {EventID: "body-sha256", EventType: "json:value.0.changeType"},
+	// Square's event_id is kept across retries (Square: "use event_id to
+	// detect duplicates").
+	SchemeSquare: {EventID: "json:event_id", EventType: "json:type"},
+	SchemePaddle: {EventID: "json:event_id", EventType: "json:event_type"},
+	SchemeRazorpay: {
+		EventID:          "header:X-Razorpay-Event-Id",
+		EventType:        "json:event",
+		ForwardedHeaders: []string{"X-Razorpay-Event-Id"},
+	},
+	// Linear-Delivery is a UUID per delivery; that a retry keeps it is
+	// unconfirmed (each retry re-signs a new webhookTimestamp, so the
+	// body's hash would not do).
+	SchemeLinear: {
+		EventID:          "header:Linear-Delivery",
+		EventType:        "json:type",
+		ForwardedHeaders: []string{"Linear-Delivery", "Linear-Event"},
+	},
 	// Each Update's update_id; its type is which field it holds (message,
 	// callback_query, …), not a value: none by default.
 	SchemeTelegram: {EventID: "json:update_id"},

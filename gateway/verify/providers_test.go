@@ -316,3 +316,39 @@ func TestSendGridPublishedVector(t *testing.T) {
 		t.Fatalf("Sign verifies under another key: %v", err)
 	}
 }
+
+// TestSquarePublishedVectors checks square against the test vectors of
+// Square's Go SDK (square-go-sdk, webhooks/client/verify_signature_test.go).
+func TestSquarePublishedVectors(t *testing.T) {
+	t.Parallel()
+	const body = `{"merchant_id":"MLEFBHHSJGVHD","type":"webhooks.test_notification","event_id":"ac3ac95b-f97d-458c-a6e6-18981597e05f","created_at":"2022-07-13T20:30:59.037339943Z","data":{"type":"webhooks","id":"bc368e64-01aa-407e-b46e-3231809b1129"}}`
+	for _, tc := range []struct {
+		name, url, key, body, sig string
+		expectErr                 error
+	}{
+		{"valid", "https://webhook.site/679a4f3a-dcfa-49ee-bac5-9d0edad886b9", "Ibxx_5AKakO-3qeNVR61Dw", body, "GF4YkrJgGBDZ9NIYbNXBnMzqb2HoL4RW/S6vkZ9/2N4=", nil},
+		{"unescaped chars", "https://webhook.site/webhooks", "signature-key", `{"data":{"type":"webhooks","id":"fake_id"}}`, "W3FlCNk5IA3ZQ2LHTWoajvzfaDu/OwY2tNHIHC3IUOA=", nil},
+		{"escaped chars", "https://webhook.site/webhooks", "signature-key", `{"data":{"type":"webhooks","id":">id<"}}`, "Cxt7+aTi4rKgcA0bC4g9EHdVtLSDWdqccmL5MvihU4U=", nil},
+		{"URL mismatch", "https://webhook.site/79a4f3a-dcfa-49ee-bac5-9d0edad886b9", "Ibxx_5AKakO-3qeNVR61Dw", body, "GF4YkrJgGBDZ9NIYbNXBnMzqb2HoL4RW/S6vkZ9/2N4=", verify.ErrSignatureMismatch},
+		{"other key", "https://webhook.site/679a4f3a-dcfa-49ee-bac5-9d0edad886b9", "MCmhFRxGX82xMwg5FsaoQA", body, "GF4YkrJgGBDZ9NIYbNXBnMzqb2HoL4RW/S6vkZ9/2N4=", verify.ErrSignatureMismatch},
+		{"SHA-1 sized signature", "https://webhook.site/679a4f3a-dcfa-49ee-bac5-9d0edad886b9", "Ibxx_5AKakO-3qeNVR61Dw", body, "1z2n3DEJJiUPKcPzQo1ftvbxGdw=", verify.ErrMalformedSignature},
+	} {
+		cfg := verify.Config{Scheme: verify.SchemeSquare, Secrets: []string{"rotated-out-key", tc.key}, PublicURL: tc.url}
+		v, err := verify.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := http.Header{}
+		h.Set("x-square-hmacsha256-signature", tc.sig)
+		if err := v.Verify(verify.Request{Header: h, Body: []byte(tc.body)}, time.Now()); !errors.Is(err, tc.expectErr) {
+			t.Errorf("%s: Verify = %v, want %v", tc.name, err, tc.expectErr)
+		}
+		if tc.expectErr == nil {
+			cfg.Secrets = []string{tc.key}
+			sh, _, err := verify.Sign(cfg, []byte(tc.body), time.Now(), "")
+			if err != nil || sh.Get("x-square-hmacsha256-signature") != tc.sig {
+				t.Errorf("%s: Sign = %v %v, want %s", tc.name, sh, err, tc.sig)
+			}
+		}
+	}
+}

@@ -29,6 +29,10 @@ const (
 	SchemeGitLab     = "gitlab"
 	SchemeSendGrid   = "sendgrid"
 	SchemeMSGraph    = "msgraph"
+	SchemeSquare     = "square"
+	SchemePaddle     = "paddle"
+	SchemeRazorpay   = "razorpay"
+	SchemeLinear     = "linear"
 	SchemeHMACSHA256 = "hmac-sha256"
 	SchemeNone       = "none"
 )
@@ -38,6 +42,7 @@ var Schemes = []string{
 	SchemeStripe, SchemeGitHub, SchemeStandard, SchemeShopify,
 	SchemeSlack, SchemeTwilio, SchemeMeta, SchemeZoom,
 	SchemeDiscord, SchemeTelegram, SchemeSendGrid, SchemeMSGraph, SchemeGitLab,
+	SchemeSquare, SchemePaddle, SchemeRazorpay, SchemeLinear,
 	SchemeHMACSHA256, SchemeNone,
 }
 
@@ -76,9 +81,10 @@ type Config struct {
 	// as given (Twilio: the auth token).
 	Secrets []string
 	// Tolerance is how far a signed timestamp may be from now, both ways.
-	// Zero means DefaultTolerance (5m). Only used by schemes that sign a
-	// timestamp: stripe, standard, slack, and hmac-sha256 with
-	// TimestampHeader.
+	// Zero means the sender's own window where it documents one (paddle
+	// 5s, linear 1m), else DefaultTolerance (5m). Only used by schemes
+	// that sign a timestamp: stripe, standard, slack, zoom, discord,
+	// sendgrid, paddle, linear, and hmac-sha256 with TimestampHeader.
 	Tolerance time.Duration
 
 	// Header is the signature header for hmac-sha256 only. Defaults to
@@ -100,8 +106,8 @@ type Config struct {
 	// required with TimestampHeader and refused without it.
 	SignedContent string
 
-	// PublicURL is the webhook URL as Twilio sees it (scheme, host, port,
-	// path), for twilio only, where it is required.
+	// PublicURL is the webhook URL as the sender sees it (scheme, host,
+	// port, path), for twilio and square, where it is required.
 	PublicURL string
 
 	// VerifyToken is the token Meta's subscribe handshake carries
@@ -124,7 +130,14 @@ type Config struct {
 // and for hmac-sha256 Header, Encoding, Prefix and SignedContent.
 func (c Config) WithDefaults() Config {
 	if c.Tolerance == 0 {
-		c.Tolerance = DefaultTolerance
+		switch c.Scheme {
+		case SchemePaddle:
+			c.Tolerance = paddleTolerance
+		case SchemeLinear:
+			c.Tolerance = linearTolerance
+		default:
+			c.Tolerance = DefaultTolerance
+		}
 	}
 	if c.Scheme == SchemeHMACSHA256 {
 		if c.Header == "" {
@@ -233,8 +246,8 @@ func build(cfg Config) (scheme, error) {
 			return nil, fmt.Errorf("verify.prefix: only used by scheme hmac-sha256, not %s", cfg.Scheme)
 		}
 	}
-	if cfg.Scheme != SchemeTwilio && cfg.PublicURL != "" {
-		return nil, fmt.Errorf("verify.public_url: only used by scheme twilio, not %s", cfg.Scheme)
+	if cfg.Scheme != SchemeTwilio && cfg.Scheme != SchemeSquare && cfg.PublicURL != "" {
+		return nil, fmt.Errorf("verify.public_url: only used by schemes twilio and square, not %s", cfg.Scheme)
 	}
 	if cfg.Scheme != SchemeMeta && cfg.VerifyToken != "" {
 		return nil, fmt.Errorf("verify.verify_token: only used by scheme meta, not %s", cfg.Scheme)
@@ -308,6 +321,14 @@ func build(cfg Config) (scheme, error) {
 		return newMeta(cfg, keys)
 	case SchemeZoom:
 		return newZoom(keys, tol), nil
+	case SchemeSquare:
+		return newSquare(cfg, keys)
+	case SchemePaddle:
+		return &paddleScheme{macs: newMACs(keys, sha256New), tol: tol}, nil
+	case SchemeRazorpay:
+		return newRazorpay(keys), nil
+	case SchemeLinear:
+		return newLinear(keys, cfg.Tolerance), nil
 	default: // SchemeHMACSHA256
 		return newGeneric(cfg, keys, tol)
 	}
