@@ -3,9 +3,11 @@ package gateway_test
 import (
 	"bytes"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -210,4 +212,74 @@ func TestMSGraphNotifications(t *testing.T) {
 		t.Errorf("refused notifications were recorded: %d -> %d rows", before, after)
 	}
 	pipelinetest.Eventually(t, 15*time.Second, "two deliveries", func() bool { return dest.sink.Stats().Calls >= 2 })
+}
+
+// mailgunSigned is a Mailgun JSON webhook signed as Mailgun's docs
+// describe (hex HMAC-SHA256 of timestamp + token), written independently
+// of package verify.
+func mailgunSigned(key, token, eventID string, at time.Time) []byte {
+	ts := strconv.FormatInt(at.Unix(), 10)
+	sig := hex.EncodeToString(hmacSHA256(key, []byte(ts+token)))
+	return []byte(`{"signature":{"timestamp":"` + ts + `","token":"` + token + `","signature":"` + sig + `"},` +
+		`"event-data":{"event":"delivered","id":"` + eventID + `","timestamp":1700000000.1,"recipient":"a@example.com"}}`)
+}
+
+// TestMailgunWebhooks posts Mailgun webhooks through the real gateway:
+// the signature inside the body under either signing key (rotation), a
+// retry of the same delivery answered as a duplicate, and every forgery,
+// stale or future timestamp or missing field a 401 that records nothing.
+func TestMailgunWebhooks(t *testing.T) {
+	t.Parallel()
+	dest := newDestination(t)
+	cfg := verify.Config{Scheme: verify.SchemeMailgun, Secrets: []string{"mg-signing-key", "mg-rotated-key"}}
+	p := pipelinetest.Start(t, pipelinetest.Options{Sources: []pipelinetest.SourceSpec{{Name: "mailgun", Verify: cfg, Destinations: map[string]string{"app": dest.URL}}}})
+	count := func() int { return p.Schema.Int(t, `SELECT count(*) FROM events WHERE source = 'mailgun'`) }
+	now := time.Now()
+
+	first := mailgunSigned("mg-signing-key", "tok-1", "mg-evt-1", now)
+	for i, body := range [][]byte{first, mailgunSigned("mg-rotated-key", "tok-2", "mg-evt-2", now)} {
+		code, answer := p.Post(t, "/webhooks/mailgun", nil, body)
+		if code != http.StatusAccepted || !strings.Contains(string(answer), fmt.Sprintf(`"event_id":"mg-evt-%d"`, i+1)) {
+			t.Fatalf("delivery %d: got %d %s, want 202 with event-data.id", i+1, code, answer)
+		}
+	}
+	// Mailgun's retry: the same event, signed again.
+	code, answer := p.Post(t, "/webhooks/mailgun", nil, mailgunSigned("mg-signing-key", "tok-3", "mg-evt-1", now.Add(time.Second)))
+	if code != http.StatusOK || !strings.Contains(string(answer), `"duplicate"`) {
+		t.Fatalf("retry: got %d %s, want 200 duplicate", code, answer)
+	}
+	before := count()
+	for name, tc := range map[string]struct {
+		body        []byte
+		expectCheck string
+	}{
+		"wrong key":        {mailgunSigned("mg-wrong-key", "tok-4", "mg-evt-4", now), "mismatch"},
+		"altered token":    {bytes.Replace(mailgunSigned("mg-signing-key", "tok-5", "mg-evt-5", now), []byte("tok-5"), []byte("tok-6"), 1), "mismatch"},
+		"stale":            {mailgunSigned("mg-signing-key", "tok-7", "mg-evt-7", now.Add(-10*time.Minute)), "outside tolerance"},
+		"future":           {mailgunSigned("mg-signing-key", "tok-8", "mg-evt-8", now.Add(10*time.Minute)), "outside tolerance"},
+		"no signature":     {[]byte(`{"event-data":{"id":"mg-evt-9"}}`), "missing"},
+		"no token":         {[]byte(`{"signature":{"timestamp":"1","signature":"` + hex64 + `"},"event-data":{"id":"x"}}`), "missing"},
+		"signature number": {[]byte(`{"signature":{"timestamp":"1","token":"t","signature":5},"event-data":{"id":"x"}}`), "malformed"},
+		"short signature":  {[]byte(`{"signature":{"timestamp":"1","token":"t","signature":"abcd"},"event-data":{"id":"x"}}`), "malformed"},
+		"form body":        {[]byte(`timestamp=1&token=t&signature=` + hex64), "malformed"},
+	} {
+		code, answer := p.Post(t, "/webhooks/mailgun", nil, tc.body)
+		if code != http.StatusUnauthorized || !strings.Contains(string(answer), tc.expectCheck) || strings.Contains(string(answer), "mg-signing-key") {
+			t.Errorf("%s: got %d %s, want 401 %s", name, code, answer, tc.expectCheck)
+		}
+	}
+	if after := count(); after != before {
+		t.Errorf("refused deliveries were recorded: %d -> %d rows", before, after)
+	}
+	pipelinetest.Eventually(t, 15*time.Second, "two deliveries", func() bool { return dest.sink.Stats().Calls >= 2 })
+
+	// verify.MailgunSignBody (webhookd send's signer) makes what the
+	// gateway accepts.
+	body, err := verify.MailgunSignBody([]byte(`{"event-data":{"event":"opened","id":"mg-evt-10"}}`), "mg-rotated-key", "tok-10", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, answer := p.Post(t, "/webhooks/mailgun", nil, body); code != http.StatusAccepted {
+		t.Fatalf("MailgunSignBody: got %d %s", code, answer)
+	}
 }

@@ -66,6 +66,14 @@ func sendCommand() *cobra.Command {
 				}
 				target = "http://" + listen
 			}
+			if src.Verify.Scheme == verify.SchemeMailgun && len(src.Verify.Secrets) > 0 {
+				// Mailgun signs inside the body.
+				var tok [16]byte
+				_, _ = rand.Read(tok[:])
+				if body, err = verify.MailgunSignBody(body, src.Verify.Secrets[0], hex.EncodeToString(tok[:]), time.Now()); err != nil {
+					return err
+				}
+			}
 			vcfg := src.verifyConfig()
 			vcfg.SigningKey = signingKey
 			header, rawQuery, err := verify.Sign(vcfg, body, time.Now(), id)
@@ -133,7 +141,8 @@ func sendCommand() *cobra.Command {
 
 // defaultBody is the test event of the schemes whose sender puts what
 // verification checks in the body, nil for the others: msgraph's
-// clientState (the first secret) and linear's webhookTimestamp.
+// clientState (the first secret), linear's webhookTimestamp and mailgun's
+// event (its signature is added to every body before sending).
 func defaultBody(v verifyConf, id string) []byte {
 	switch v.Scheme {
 	case verify.SchemeMSGraph:
@@ -144,6 +153,8 @@ func defaultBody(v verifyConf, id string) []byte {
 			id, id, v.Secrets[0])
 	case verify.SchemeLinear:
 		return fmt.Appendf(nil, `{"action":"create","type":"Issue","data":{"id":%q,"title":"demo"},"webhookTimestamp":%d}`, id, time.Now().UnixMilli())
+	case verify.SchemeMailgun:
+		return fmt.Appendf(nil, `{"event-data":{"event":"delivered","id":%q,"recipient":"demo@example.com"}}`, id)
 	}
 	return nil
 }

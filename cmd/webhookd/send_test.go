@@ -123,6 +123,7 @@ func TestSendSignsEveryScheme(t *testing.T) {
 		{name: "paddle", givenVerify: "scheme: paddle\nsecrets: [pdl_ntfset_secret]"},
 		{name: "razorpay", givenVerify: "scheme: razorpay\nsecrets: [rzp-secret]"},
 		{name: "linear", givenVerify: "scheme: linear\nsecrets: [lin_wh_secret]"},
+		{name: "mailgun", givenVerify: "scheme: mailgun\nsecrets: [mg-signing-key]"},
 		{name: "none", givenVerify: "scheme: none\nallow_unsigned: true", givenID: "json:id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -57,6 +57,8 @@ var schemeDefaults = map[string]Defaults{
 	// the POST is one event, its id the body's SHA-256 (a retry resends
 	// the batch), its type the first notification's changeType.
 	SchemeMSGraph: {EventID: "body-sha256", EventType: "json:value.0.changeType"},
+	// Mailgun's event-data.id names the event; a retry resends it.
+	SchemeMailgun: {EventID: "json:event-data.id", EventType: "json:event-data.event"},
 	// Square's event_id is kept across retries (Square: "use event_id to
 	// detect duplicates").
 	SchemeSquare: {EventID: "json:event_id", EventType: "json:type"},

@@ -26,6 +26,7 @@ func TestSenderDefaults(t *testing.T) {
 		SchemeSendGrid: {EventID: "body-sha256"},
 		SchemeMSGraph:  {EventID: "body-sha256", EventType: "json:value.0.changeType"},
 		SchemeSquare:   {EventID: "json:event_id", EventType: "json:type"},
+		SchemeMailgun:  {EventID: "json:event-data.id", EventType: "json:event-data.event"},
 		SchemePaddle:   {EventID: "json:event_id", EventType: "json:event_type"},
 		SchemeRazorpay: {EventID: "header:X-Razorpay-Event-Id", EventType: "json:event", ForwardedHeaders: []string{"X-Razorpay-Event-Id"}},
 		SchemeLinear:   {EventID: "header:Linear-Delivery", EventType: "json:type", ForwardedHeaders: []string{"Linear-Delivery", "Linear-Event"}},

@@ -33,6 +33,7 @@ const (
 	SchemePaddle     = "paddle"
 	SchemeRazorpay   = "razorpay"
 	SchemeLinear     = "linear"
+	SchemeMailgun    = "mailgun"
 	SchemeHMACSHA256 = "hmac-sha256"
 	SchemeNone       = "none"
 )
@@ -42,7 +43,7 @@ var Schemes = []string{
 	SchemeStripe, SchemeGitHub, SchemeStandard, SchemeShopify,
 	SchemeSlack, SchemeTwilio, SchemeMeta, SchemeZoom,
 	SchemeDiscord, SchemeTelegram, SchemeSendGrid, SchemeMSGraph, SchemeGitLab,
-	SchemeSquare, SchemePaddle, SchemeRazorpay, SchemeLinear,
+	SchemeMailgun, SchemeSquare, SchemePaddle, SchemeRazorpay, SchemeLinear,
 	SchemeHMACSHA256, SchemeNone,
 }
 
@@ -84,7 +85,8 @@ type Config struct {
 	// Zero means the sender's own window where it documents one (paddle
 	// 5s, linear 1m), else DefaultTolerance (5m). Only used by schemes
 	// that sign a timestamp: stripe, standard, slack, zoom, discord,
-	// sendgrid, paddle, linear, and hmac-sha256 with TimestampHeader.
+	// sendgrid, mailgun, paddle, linear, and hmac-sha256 with
+	// TimestampHeader.
 	Tolerance time.Duration
 
 	// Header is the signature header for hmac-sha256 only. Defaults to
@@ -323,6 +325,8 @@ func build(cfg Config) (scheme, error) {
 		return newZoom(keys, tol), nil
 	case SchemeSquare:
 		return newSquare(cfg, keys)
+	case SchemeMailgun:
+		return &mailgunScheme{macs: newMACs(keys, sha256New), tol: tol}, nil
 	case SchemePaddle:
 		return &paddleScheme{macs: newMACs(keys, sha256New), tol: tol}, nil
 	case SchemeRazorpay:
