@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -14,11 +15,13 @@ import (
 	"hash/fnv"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/webhookd/webhookd/gateway/verify"
+	"github.com/webhookd/webhookd/internal/pipelinetest"
 )
 
 // Bodies and signers of the senders added with issue 15, each signer an
@@ -240,4 +243,65 @@ func signSquare(_ *testing.T, cfg verify.Config, body []byte, _ time.Time, _ str
 	h := http.Header{}
 	h.Set("x-square-hmacsha256-signature", base64.StdEncoding.EncodeToString(hmacSHA256(cfg.Secrets[0], []byte(cfg.PublicURL), body)))
 	return h, ""
+}
+
+// adyenItem is one NotificationRequestItem signed as Adyen's docs
+// describe: base64 HMAC-SHA256, with the hex-decoded key, of
+// pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success.
+func adyenItem(t *testing.T, hexKey, psp, eventCode string, value int) string {
+	key, err := hex.DecodeString(hexKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := fmt.Sprintf("%s::ShopAccount:order-%s:%d:EUR:%s:true", psp, psp, value, eventCode)
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(signed))
+	sig := base64.StdEncoding.EncodeToString(m.Sum(nil))
+	return fmt.Sprintf(`{"NotificationRequestItem":{"additionalData":{"hmacSignature":%q},"amount":{"currency":"EUR","value":%d},"eventCode":%q,`+
+		`"eventDate":"2024-01-01T00:00:00+01:00","merchantAccountCode":"ShopAccount","merchantReference":"order-%s","pspReference":%q,"success":"true"}}`,
+		sig, value, eventCode, psp, psp)
+}
+
+// TestAdyenBatches posts Adyen notifications through the real gateway:
+// one POST is one event (id: the body's SHA-256), each item verified
+// under either key; Adyen's retry of the same batch records nothing new;
+// a batch with one forged item is refused whole and records nothing.
+func TestAdyenBatches(t *testing.T) {
+	t.Parallel()
+	const current, rotated = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056", "0A1B2C3D4E5F60718293A4B5C6D7E8F90A1B2C3D4E5F60718293A4B5C6D7E8F9"
+	dest := newDestination(t)
+	cfg := verify.Config{Scheme: verify.SchemeAdyen, Secrets: []string{current, rotated}}
+	p := pipelinetest.Start(t, pipelinetest.Options{Sources: []pipelinetest.SourceSpec{{Name: "adyen", Verify: cfg, Destinations: map[string]string{"app": dest.URL}}}})
+	batch := func(items ...string) []byte {
+		return []byte(`{"live":"false","notificationItems":[` + strings.Join(items, ",") + `]}`)
+	}
+	count := func() int { return p.Schema.Int(t, `SELECT count(*) FROM events WHERE source = 'adyen'`) }
+
+	first := batch(adyenItem(t, current, "PSP1", "AUTHORISATION", 1000), adyenItem(t, current, "PSP2", "AUTHORISATION", 2500))
+	for i, body := range [][]byte{first, batch(adyenItem(t, rotated, "PSP3", "CAPTURE", 1000))} {
+		code, answer := p.Post(t, "/webhooks/adyen", nil, body)
+		if code != http.StatusAccepted || !strings.Contains(string(answer), bodySHA256(body, "")) {
+			t.Fatalf("batch %d: got %d %s, want 202 with the body's SHA-256", i+1, code, answer)
+		}
+	}
+	if code, answer := p.Post(t, "/webhooks/adyen", nil, first); code != http.StatusOK || !strings.Contains(string(answer), `"duplicate"`) {
+		t.Fatalf("retried batch: got %d %s, want 200 duplicate", code, answer)
+	}
+	before := count()
+	for name, body := range map[string][]byte{
+		"wrong key":          batch(adyenItem(t, strings.Repeat("AB", 32), "PSP4", "AUTHORISATION", 1000)),
+		"one forged item":    batch(adyenItem(t, current, "PSP5", "AUTHORISATION", 1000), adyenItem(t, strings.Repeat("AB", 32), "PSP6", "REFUND", 1000)),
+		"altered amount":     bytes.Replace(batch(adyenItem(t, current, "PSP7", "AUTHORISATION", 1000)), []byte(`"value":1000`), []byte(`"value":1`), 1),
+		"unsigned item":      batch(`{"NotificationRequestItem":{"pspReference":"PSP8","eventCode":"AUTHORISATION"}}`),
+		"empty notification": []byte(`{"live":"false","notificationItems":[]}`),
+	} {
+		code, answer := p.Post(t, "/webhooks/adyen", nil, body)
+		if code != http.StatusUnauthorized || !strings.Contains(string(answer), "hmacSignature") {
+			t.Errorf("%s: got %d %s, want 401 naming hmacSignature", name, code, answer)
+		}
+	}
+	if after := count(); after != before {
+		t.Errorf("refused batches were recorded: %d -> %d rows", before, after)
+	}
+	pipelinetest.Eventually(t, 15*time.Second, "two deliveries", func() bool { return dest.sink.Stats().Calls >= 2 })
 }

@@ -74,6 +74,12 @@ func sendCommand() *cobra.Command {
 					return err
 				}
 			}
+			if src.Verify.Scheme == verify.SchemeAdyen && len(src.Verify.Secrets) > 0 {
+				// Adyen signs inside each notification item.
+				if body, err = verify.AdyenSignBody(body, src.Verify.Secrets[0]); err != nil {
+					return err
+				}
+			}
 			vcfg := src.verifyConfig()
 			vcfg.SigningKey = signingKey
 			header, rawQuery, err := verify.Sign(vcfg, body, time.Now(), id)
@@ -142,7 +148,8 @@ func sendCommand() *cobra.Command {
 // defaultBody is the test event of the schemes whose sender puts what
 // verification checks in the body, nil for the others: msgraph's
 // clientState (the first secret), linear's webhookTimestamp and mailgun's
-// event (its signature is added to every body before sending).
+// event and adyen's notification (their signatures are added to every
+// body before sending).
 func defaultBody(v verifyConf, id string) []byte {
 	switch v.Scheme {
 	case verify.SchemeMSGraph:
@@ -155,6 +162,8 @@ func defaultBody(v verifyConf, id string) []byte {
 		return fmt.Appendf(nil, `{"action":"create","type":"Issue","data":{"id":%q,"title":"demo"},"webhookTimestamp":%d}`, id, time.Now().UnixMilli())
 	case verify.SchemeMailgun:
 		return fmt.Appendf(nil, `{"event-data":{"event":"delivered","id":%q,"recipient":"demo@example.com"}}`, id)
+	case verify.SchemeAdyen:
+		return fmt.Appendf(nil, `{"live":"false","notificationItems":[{"NotificationRequestItem":{"amount":{"currency":"EUR","value":1000},"eventCode":"AUTHORISATION","merchantAccountCode":"DemoAccount","merchantReference":%q,"pspReference":%q,"success":"true"}}]}`, id, id)
 	}
 	return nil
 }

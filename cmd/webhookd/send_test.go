@@ -124,6 +124,7 @@ func TestSendSignsEveryScheme(t *testing.T) {
 		{name: "razorpay", givenVerify: "scheme: razorpay\nsecrets: [rzp-secret]"},
 		{name: "linear", givenVerify: "scheme: linear\nsecrets: [lin_wh_secret]"},
 		{name: "mailgun", givenVerify: "scheme: mailgun\nsecrets: [mg-signing-key]"},
+		{name: "adyen", givenVerify: "scheme: adyen\nsecrets: [44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056]", expectID: bodyID},
 		{name: "none", givenVerify: "scheme: none\nallow_unsigned: true", givenID: "json:id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -59,6 +59,11 @@ var schemeDefaults = map[string]Defaults{
 	SchemeMSGraph: {EventID: "body-sha256", EventType: "json:value.0.changeType"},
 	// Mailgun's event-data.id names the event; a retry resends it.
 	SchemeMailgun: {EventID: "json:event-data.id", EventType: "json:event-data.event"},
+	// One POST batches NotificationRequestItems: the POST is one event,
+	// its id the body's SHA-256 (a retry resends the batch; Adyen's own
+	// key, pspReference + eventCode, is two fields), its type the first
+	// item's eventCode.
+	SchemeAdyen: {EventID: "body-sha256", EventType: "json:notificationItems.0.NotificationRequestItem.eventCode"},
 	// Square's event_id is kept across retries (Square: "use event_id to
 	// detect duplicates").
 	SchemeSquare: {EventID: "json:event_id", EventType: "json:type"},

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -350,5 +351,53 @@ func TestSquarePublishedVectors(t *testing.T) {
 				t.Errorf("%s: Sign = %v %v, want %s", tc.name, sh, err, tc.sig)
 			}
 		}
+	}
+}
+
+// adyenVectorKey and adyenVectorItem are the published test vector of
+// Adyen's Go library (src/hmacvalidator/hmacvalidator_test.go), whose
+// signature is ipnxGCaUZ4l8TUW75a71/ghd2Fe5ffvX0pV4TLTntIc=.
+const adyenVectorKey = "DFB1EB5485895CFA84146406857104ABB4CBCABDC8AAF103A624C8F6A3EAAB00"
+
+func adyenVectorItem(sig string) string {
+	return `{"NotificationRequestItem":{"additionalData":{"hmacSignature":"` + sig + `"},"amount":{"currency":"EUR","value":1000},` +
+		`"eventCode":"EVENT","eventDate":"1970-01-01T00:00:00Z","merchantAccountCode":"merchantAccount","merchantReference":"reference",` +
+		`"originalReference":"originalReference","paymentMethod":"VISA","pspReference":"pspReference","reason":"reason","success":"true"}}`
+}
+
+func TestAdyenPublishedVector(t *testing.T) {
+	t.Parallel()
+	const sig = "ipnxGCaUZ4l8TUW75a71/ghd2Fe5ffvX0pV4TLTntIc="
+	batch := func(items ...string) []byte {
+		return []byte(`{"live":"false","notificationItems":[` + strings.Join(items, ",") + `]}`)
+	}
+	v, err := verify.New(verify.Config{Scheme: verify.SchemeAdyen, Secrets: []string{"00112233", adyenVectorKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		body      []byte
+		expectErr error
+	}{
+		{"published vector, rotated key", batch(adyenVectorItem(sig)), nil},
+		{"two signed items", batch(adyenVectorItem(sig), adyenVectorItem(sig)), nil},
+		{"second item forged", batch(adyenVectorItem(sig), adyenVectorItem("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")), verify.ErrSignatureMismatch},
+		{"altered amount", bytes.Replace(batch(adyenVectorItem(sig)), []byte(`"value":1000`), []byte(`"value":9000`), 1), verify.ErrSignatureMismatch},
+		{"no signature", batch(`{"NotificationRequestItem":{"pspReference":"p"}}`), verify.ErrMissingSignature},
+		{"not base64", batch(adyenVectorItem("!!")), verify.ErrMalformedSignature},
+		{"no items", []byte(`{"live":"false","notificationItems":[]}`), verify.ErrMalformedSignature},
+		{"not JSON", []byte(`[accepted]`), verify.ErrMalformedSignature},
+	} {
+		if err := v.Verify(verify.Request{Body: tc.body}, time.Now()); !errors.Is(err, tc.expectErr) || tc.expectErr == nil && err != nil {
+			t.Errorf("%s: Verify = %v, want %v", tc.name, err, tc.expectErr)
+		}
+	}
+	only, _ := verify.New(verify.Config{Scheme: verify.SchemeAdyen, Secrets: []string{"00112233"}})
+	if err := only.Verify(verify.Request{Body: batch(adyenVectorItem(sig))}, time.Now()); !errors.Is(err, verify.ErrSignatureMismatch) {
+		t.Errorf("other key: Verify = %v", err)
+	}
+	if err := (verify.Config{Scheme: verify.SchemeAdyen, Secrets: []string{"not hex"}}).Validate(); err == nil || !strings.HasPrefix(err.Error(), "verify.secrets[0]") {
+		t.Errorf("non-hex key: Validate = %v", err)
 	}
 }

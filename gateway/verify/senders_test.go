@@ -27,6 +27,7 @@ func TestSenderDefaults(t *testing.T) {
 		SchemeMSGraph:  {EventID: "body-sha256", EventType: "json:value.0.changeType"},
 		SchemeSquare:   {EventID: "json:event_id", EventType: "json:type"},
 		SchemeMailgun:  {EventID: "json:event-data.id", EventType: "json:event-data.event"},
+		SchemeAdyen:    {EventID: "body-sha256", EventType: "json:notificationItems.0.NotificationRequestItem.eventCode"},
 		SchemePaddle:   {EventID: "json:event_id", EventType: "json:event_type"},
 		SchemeRazorpay: {EventID: "header:X-Razorpay-Event-Id", EventType: "json:event", ForwardedHeaders: []string{"X-Razorpay-Event-Id"}},
 		SchemeLinear:   {EventID: "header:Linear-Delivery", EventType: "json:type", ForwardedHeaders: []string{"Linear-Delivery", "Linear-Event"}},

@@ -34,6 +34,7 @@ const (
 	SchemeRazorpay   = "razorpay"
 	SchemeLinear     = "linear"
 	SchemeMailgun    = "mailgun"
+	SchemeAdyen      = "adyen"
 	SchemeHMACSHA256 = "hmac-sha256"
 	SchemeNone       = "none"
 )
@@ -43,7 +44,7 @@ var Schemes = []string{
 	SchemeStripe, SchemeGitHub, SchemeStandard, SchemeShopify,
 	SchemeSlack, SchemeTwilio, SchemeMeta, SchemeZoom,
 	SchemeDiscord, SchemeTelegram, SchemeSendGrid, SchemeMSGraph, SchemeGitLab,
-	SchemeMailgun, SchemeSquare, SchemePaddle, SchemeRazorpay, SchemeLinear,
+	SchemeMailgun, SchemeSquare, SchemeAdyen, SchemePaddle, SchemeRazorpay, SchemeLinear,
 	SchemeHMACSHA256, SchemeNone,
 }
 
@@ -293,6 +294,8 @@ func build(cfg Config) (scheme, error) {
 		return newGitLab(cfg.Secrets), nil
 	case SchemeMSGraph:
 		return &msgraphScheme{states: cfg.Secrets}, nil
+	case SchemeAdyen: // hex keys
+		return newAdyen(cfg.Secrets)
 	}
 	keys := make([][]byte, len(cfg.Secrets))
 	for i, s := range cfg.Secrets {

@@ -37,8 +37,8 @@ type Source struct {
 
 // BenchSource returns the source used against an in-process server for
 // scheme: a generated secret of the scheme's form and its default event
-// id. twilio (it signs the URL, not a body), msgraph, linear, mailgun
-// and square are not supported.
+// id. twilio (it signs the URL, not a body), msgraph, linear, mailgun,
+// adyen and square are not supported.
 func BenchSource(scheme string) (Source, error) {
 	s := Source{Name: "bench", Destination: "sink", Verify: verify.Config{Scheme: scheme}}
 	switch scheme {
@@ -73,8 +73,8 @@ func BenchSource(scheme string) (Source, error) {
 		s.Verify.SigningKey = hex.EncodeToString(seed[:])
 	case verify.SchemeTwilio:
 		return Source{}, errors.New("scheme twilio is not supported by the load generator")
-	case verify.SchemeMSGraph, verify.SchemeLinear, verify.SchemeSquare, verify.SchemeMailgun:
-		return Source{}, fmt.Errorf("scheme %s is not supported by the load generator (it checks what the generated bodies lack: msgraph's clientState, linear's webhookTimestamp, mailgun's signature, or square's URL)", scheme)
+	case verify.SchemeMSGraph, verify.SchemeLinear, verify.SchemeSquare, verify.SchemeMailgun, verify.SchemeAdyen:
+		return Source{}, fmt.Errorf("scheme %s is not supported by the load generator (it checks what the generated bodies lack: msgraph's clientState, linear's webhookTimestamp, mailgun's and adyen's signatures, or square's URL)", scheme)
 	default:
 		return Source{}, fmt.Errorf("unknown scheme %q", scheme)
 	}

@@ -194,7 +194,7 @@ func TestBenchSourceEveryScheme(t *testing.T) {
 	t.Parallel()
 	for _, scheme := range verify.Schemes {
 		src, err := BenchSource(scheme)
-		if scheme == verify.SchemeTwilio || scheme == verify.SchemeMSGraph || scheme == verify.SchemeLinear || scheme == verify.SchemeSquare || scheme == verify.SchemeMailgun {
+		if scheme == verify.SchemeTwilio || scheme == verify.SchemeMSGraph || scheme == verify.SchemeLinear || scheme == verify.SchemeSquare || scheme == verify.SchemeMailgun || scheme == verify.SchemeAdyen {
 			if err == nil {
 				t.Errorf("%s: BenchSource succeeded", scheme)
 			}
