@@ -51,6 +51,18 @@
 // own libraries, the URL is tried with and without the default port. No
 // timestamp.
 //
+// The senders added for issue 15 each live in their own file, their
+// details in docs/providers.md: meta (GitHub's format, plus its subscribe
+// GET), zoom (Slack's v0 format under x-zm-* headers, plus
+// endpoint.url_validation), discord (Ed25519, plus PING), telegram and
+// gitlab (a token header, token.go), sendgrid (ECDSA P-256), msgraph
+// (clientState in the body, plus validationToken), mailgun (HMAC inside
+// the body), adyen (HMAC inside each notification item), paddle, and the
+// presets of the generic HMAC (presets.go): razorpay, linear (plus its
+// body's webhookTimestamp) and square (public_url + body). Handshakes are
+// one concept ([Handshake], handshake.go), answered before and without
+// recording.
+//
 // hmac-sha256: a generic HMAC-SHA256 in a configurable header (default
 // X-Webhook-Signature), hex or base64, with an optional prefix (default
 // "sha256="). With TimestampHeader set, that header holds a unix timestamp

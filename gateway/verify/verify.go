@@ -74,13 +74,13 @@ var (
 // Config configures one source's verification. Fields mirror the YAML
 // `verify:` block of SPEC.md; error messages use the YAML key names.
 type Config struct {
-	// Scheme is one of stripe, github, standard, shopify, slack, twilio,
-	// hmac-sha256 or none. Required.
+	// Scheme is one of Schemes. Required.
 	Scheme string
 	// Secrets are the signing secrets; several while rotating, any may
 	// match. Sign uses the first. Required for every scheme but none.
-	// standard secrets have the form whsec_<base64>; all others are used
-	// as given (Twilio: the auth token).
+	// standard secrets have the form whsec_<base64>; discord and sendgrid
+	// take public keys (hex Ed25519, base64 DER P-256), adyen a hex key;
+	// all others are used as given (Twilio: the auth token).
 	Secrets []string
 	// Tolerance is how far a signed timestamp may be from now, both ways.
 	// Zero means the sender's own window where it documents one (paddle
