@@ -45,6 +45,8 @@ func statusOf(err error) (int, string) {
 		errors.Is(err, verify.ErrTimestampOutsideTolerance):
 		// verify's messages name the failed check and header only.
 		return http.StatusUnauthorized, err.Error()
+	case errors.Is(err, verify.ErrHandshakeRefused):
+		return http.StatusForbidden, err.Error()
 	case errors.Is(err, eventid.ErrMissing), errors.Is(err, eventid.ErrUnparseable), errors.Is(err, eventid.ErrInvalid),
 		errors.Is(err, ErrInvalidHeader):
 		// Their messages name the field and what is wrong, never its value.

@@ -37,7 +37,8 @@ type duplicate struct {
 
 var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-// ingest handles POST /webhooks/:source.
+// ingest handles POST /webhooks/:source, and GET for handshakes (Meta's
+// subscribe GET).
 func (s *Server) ingest(c echo.Context) error {
 	start := time.Now()
 	req := c.Request()
@@ -69,18 +70,37 @@ func (s *Server) ingest(c echo.Context) error {
 	}
 	body := buf.Bytes()
 
-	vreq := verify.Request{Header: req.Header, Body: body, RawQuery: req.URL.RawQuery}
+	vreq := verify.Request{Method: req.Method, Header: req.Header, Body: body, RawQuery: req.URL.RawQuery}
+	// A sender's handshake is answered before and instead of recording.
+	answer, isHandshake, err := verify.Handshake(src.Verifier, vreq, s.cfg.Now())
+	if err != nil {
+		outcome := "rejected_signature"
+		if errors.Is(err, verify.ErrHandshakeRefused) {
+			outcome = "rejected_handshake"
+		}
+		s.metrics.observe(name, outcome, time.Since(start))
+		log.WarnContext(ctx, "handshake refused", slog.String("scheme", src.Scheme), slog.String("reason", err.Error()))
+		return err
+	}
+	if isHandshake {
+		s.metrics.observe(name, "challenge", time.Since(start))
+		log.InfoContext(ctx, "answered handshake", slog.String("scheme", src.Scheme))
+		if answer.Body == nil {
+			return c.NoContent(answer.Status)
+		}
+		// Handshakes echo what the sender chose: never sniffed as HTML.
+		c.Response().Header().Set("X-Content-Type-Options", "nosniff")
+		return c.Blob(answer.Status, answer.ContentType, answer.Body)
+	}
+	if req.Method != http.MethodPost {
+		// GET is routed here for handshakes only.
+		s.metrics.observe(name, "rejected_method", time.Since(start))
+		return echo.ErrMethodNotAllowed
+	}
 	if err := src.Verifier.Verify(vreq, s.cfg.Now()); err != nil {
 		s.metrics.observe(name, "rejected_signature", time.Since(start))
 		log.WarnContext(ctx, "webhook rejected", slog.String("reason", err.Error()), slog.Int("body_bytes", len(body)))
 		return err
-	}
-	if src.Scheme == verify.SchemeSlack {
-		if challenge, ok := verify.SlackChallenge(body); ok {
-			s.metrics.observe(name, "challenge", time.Since(start))
-			log.InfoContext(ctx, "answered slack url_verification challenge")
-			return c.JSON(http.StatusOK, map[string]string{"challenge": challenge})
-		}
 	}
 	ev, err := newEvent(name, src, req.Header, body)
 	if err != nil {

@@ -135,6 +135,9 @@ func New(cfg Config, rec recorder, h handoff) *Server {
 			mw = append([]echo.MiddlewareFunc{s.traceIngest}, mw...)
 		}
 		e.POST(ingestRoute, s.ingest, mw...)
+		// Handshakes only (Meta's subscribe GET); any other GET is a 405.
+		// A handshake records nothing, so it starts no trace.
+		e.GET(ingestRoute, s.ingest, middleware.ContextTimeout(cfg.RequestTimeout))
 	}
 	return s
 }

@@ -140,7 +140,7 @@ With --target it sends to a running gateway's --source, signed with
 	f.DurationVarP(&cfg.Duration, "duration", "d", loadgen.Config{}.WithDefaults().Duration, "how long to send")
 	f.Float64Var(&cfg.Duplicates, "duplicates", 0, "share of requests (0..1) that repeat an already-sent or preloaded event id")
 	f.IntVar(&cfg.BodySize, "body-size", 1024, "body size in bytes")
-	f.StringVar(&scheme, "scheme", "stripe", "signature scheme (stripe, github, standard, shopify, slack, hmac-sha256, none): of the in-process source, or with --target of --source")
+	f.StringVar(&scheme, "scheme", "stripe", "signature scheme (every verify scheme but twilio, msgraph, linear, mailgun, adyen and square): of the in-process source, or with --target of --source")
 	f.StringVar(&cfg.Target, "target", "", "base URL of a running gateway (default: run webhookd in this process)")
 	f.StringVarP(&source, "source", "s", "", "with --target: the source to send to (the :source of /webhooks/:source)")
 	f.StringArrayVar(&secrets, "secret", nil, "with --target: the source's signing secret (as in its verify.secrets)")

@@ -112,6 +112,7 @@ type verifyConf struct {
 	TimestampHeader string   `yaml:"timestamp_header"`
 	SignedContent   string   `yaml:"signed_content"`
 	PublicURL       string   `yaml:"public_url"`
+	VerifyToken     string   `yaml:"verify_token"`
 	AllowUnsigned   bool     `yaml:"allow_unsigned"`
 }
 
@@ -552,6 +553,7 @@ func (s sourceConf) verifyConfig() verify.Config {
 		TimestampHeader: v.TimestampHeader,
 		SignedContent:   v.SignedContent,
 		PublicURL:       v.PublicURL,
+		VerifyToken:     v.VerifyToken,
 		AllowUnsigned:   v.AllowUnsigned,
 	}
 }

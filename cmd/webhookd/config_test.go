@@ -185,13 +185,33 @@ func TestParseConfigErrors(t *testing.T) {
 		},
 		{
 			name:       "unknown scheme",
-			givenYAML:  strings.Replace(validConfig, "scheme: github", "scheme: gitlab", 1),
-			expectText: []string{"sources[1].verify", "gitlab"},
+			givenYAML:  strings.Replace(validConfig, "scheme: github", "scheme: gitlub", 1),
+			expectText: []string{"sources[1].verify", "gitlub"},
 		},
 		{
 			name:       "missing secret",
 			givenYAML:  strings.Replace(validConfig, `secrets: ["s3cr3t"]`, `secrets: []`, 1),
 			expectText: []string{"sources[1].verify", "secrets"},
+		},
+		{
+			name:       "meta without verify_token",
+			givenYAML:  strings.Replace(validConfig, "scheme: github", "scheme: meta", 1),
+			expectText: []string{"sources[1].verify", "verify.verify_token: required for scheme meta"},
+		},
+		{
+			name:       "verify_token on another scheme",
+			givenYAML:  strings.Replace(validConfig, "scheme: github", "scheme: github\n      verify_token: tok", 1),
+			expectText: []string{"sources[1].verify", "verify.verify_token: only used by scheme meta"},
+		},
+		{
+			name:       "square without public_url",
+			givenYAML:  strings.Replace(validConfig, "scheme: github", "scheme: square", 1),
+			expectText: []string{"sources[1].verify", "verify.public_url: required for scheme square"},
+		},
+		{
+			name:       "discord secret that is not a public key",
+			givenYAML:  strings.Replace(validConfig, "scheme: github", "scheme: discord", 1),
+			expectText: []string{"sources[1].verify", "verify.secrets[0]: want the application's public key"},
 		},
 		{
 			name:       "bad event id spec",

@@ -19,8 +19,8 @@ import (
 
 func sendCommand() *cobra.Command {
 	var (
-		source, target, id, bodyArg, contentType string
-		n, concurrency                           int
+		source, target, id, bodyArg, contentType, signingKey string
+		n, concurrency                                       int
 	)
 	cmd := &cobra.Command{
 		Use:   "send",
@@ -53,6 +53,9 @@ func sendCommand() *cobra.Command {
 				}
 			}
 			if len(body) == 0 {
+				body = defaultBody(src.Verify, id)
+			}
+			if len(body) == 0 {
 				body = fmt.Appendf(nil, `{"id":%q,"event_id":%q,"type":"demo.created","created":%d,"data":{"object":{"id":"obj_demo","amount":1000}}}`,
 					id, id, time.Now().Unix())
 			}
@@ -63,7 +66,23 @@ func sendCommand() *cobra.Command {
 				}
 				target = "http://" + listen
 			}
-			header, rawQuery, err := verify.Sign(src.verifyConfig(), body, time.Now(), id)
+			if src.Verify.Scheme == verify.SchemeMailgun && len(src.Verify.Secrets) > 0 {
+				// Mailgun signs inside the body.
+				var tok [16]byte
+				_, _ = rand.Read(tok[:])
+				if body, err = verify.MailgunSignBody(body, src.Verify.Secrets[0], hex.EncodeToString(tok[:]), time.Now()); err != nil {
+					return err
+				}
+			}
+			if src.Verify.Scheme == verify.SchemeAdyen && len(src.Verify.Secrets) > 0 {
+				// Adyen signs inside each notification item.
+				if body, err = verify.AdyenSignBody(body, src.Verify.Secrets[0]); err != nil {
+					return err
+				}
+			}
+			vcfg := src.verifyConfig()
+			vcfg.SigningKey = signingKey
+			header, rawQuery, err := verify.Sign(vcfg, body, time.Now(), id)
 			if err != nil {
 				return fmt.Errorf("error signing: %w", err)
 			}
@@ -117,10 +136,34 @@ func sendCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&source, "source", "s", "", "source name (default: the config's first source)")
 	cmd.Flags().StringVar(&target, "url", "", "gateway base URL (default: from the config's listen)")
+	cmd.Flags().StringVar(&signingKey, "signing-key", "", "the sender's private key, for schemes whose secrets are public keys (discord: hex Ed25519 seed)")
 	cmd.Flags().StringVar(&id, "id", "", "event id (default: a new random one, the same for all copies)")
 	cmd.Flags().StringVar(&bodyArg, "body", "", "body, or @file (default: a small JSON event)")
 	cmd.Flags().StringVar(&contentType, "content-type", "application/json", "Content-Type of the body (twilio: form or JSON, by the body)")
 	cmd.Flags().IntVarP(&n, "count", "n", 1, "how many copies to send")
 	cmd.Flags().IntVarP(&concurrency, "concurrency", "c", 1, "how many copies in flight at once")
 	return cmd
+}
+
+// defaultBody is the test event of the schemes whose sender puts what
+// verification checks in the body, nil for the others: msgraph's
+// clientState (the first secret), linear's webhookTimestamp and mailgun's
+// event and adyen's notification (their signatures are added to every
+// body before sending).
+func defaultBody(v verifyConf, id string) []byte {
+	switch v.Scheme {
+	case verify.SchemeMSGraph:
+		if len(v.Secrets) == 0 {
+			return nil
+		}
+		return fmt.Appendf(nil, `{"value":[{"subscriptionId":"sub_demo","changeType":"created","resource":"Users/demo/Messages/%s","resourceData":{"id":%q},"clientState":%q,"tenantId":"tenant_demo"}]}`,
+			id, id, v.Secrets[0])
+	case verify.SchemeLinear:
+		return fmt.Appendf(nil, `{"action":"create","type":"Issue","data":{"id":%q,"title":"demo"},"webhookTimestamp":%d}`, id, time.Now().UnixMilli())
+	case verify.SchemeMailgun:
+		return fmt.Appendf(nil, `{"event-data":{"event":"delivered","id":%q,"recipient":"demo@example.com"}}`, id)
+	case verify.SchemeAdyen:
+		return fmt.Appendf(nil, `{"live":"false","notificationItems":[{"NotificationRequestItem":{"amount":{"currency":"EUR","value":1000},"eventCode":"AUTHORISATION","merchantAccountCode":"DemoAccount","merchantReference":%q,"pspReference":%q,"success":"true"}}]}`, id, id)
+	}
+	return nil
 }

@@ -98,8 +98,33 @@ func TestSendSignsEveryScheme(t *testing.T) {
 			name:        "hmac-bodyhash",
 			givenVerify: "scheme: hmac-sha256\nsecrets: [hmac-secret]",
 			givenID:     "body-sha256",
-			expectID:    func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) },
+			expectID:    bodyID,
 		},
+		{name: "meta", givenVerify: "scheme: meta\nsecrets: [meta-app-secret]\nverify_token: meta-token", expectID: bodyID},
+		{name: "zoom", givenVerify: "scheme: zoom\nsecrets: [zoom-secret-token]", expectID: bodyID},
+		{
+			// The key pair of RFC 8032's test 1: the portal shows the public key.
+			name:        "discord",
+			givenVerify: "scheme: discord\nsecrets: [d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a]",
+			givenArgs:   []string{"--signing-key", "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60"},
+			expectID:    bodyID,
+		},
+		{name: "telegram", givenVerify: "scheme: telegram\nsecrets: [tg-token]", givenID: "json:id"},
+		{name: "gitlab", givenVerify: "scheme: gitlab\nsecrets: [gitlab-token]"},
+		{
+			// SendGrid's published test key pair (sendgrid-go).
+			name:        "sendgrid",
+			givenVerify: "scheme: sendgrid\nsecrets: [MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEEDr2LjtURuePQzplybdC+u4CwrqDqBaWjcMMsTbhdbcwHBcepxo7yAQGhHPTnlvFYPAZFceEu/1FwCM/QmGUhA==]",
+			givenArgs:   []string{"--signing-key", "MHcCAQEEIEQmZgBEh9DcU9zMl34czK3xov4AYvm9P3r7rNB2dNXtoAoGCCqGSM49AwEHoUQDQgAEEDr2LjtURuePQzplybdC+u4CwrqDqBaWjcMMsTbhdbcwHBcepxo7yAQGhHPTnlvFYPAZFceEu/1FwCM/QmGUhA=="},
+			expectID:    bodyID,
+		},
+		{name: "msgraph", givenVerify: "scheme: msgraph\nsecrets: [graph-client-state]", expectID: bodyID},
+		{name: "square", givenVerify: "scheme: square\nsecrets: [sq-signature-key]\npublic_url: {url}"},
+		{name: "paddle", givenVerify: "scheme: paddle\nsecrets: [pdl_ntfset_secret]"},
+		{name: "razorpay", givenVerify: "scheme: razorpay\nsecrets: [rzp-secret]"},
+		{name: "linear", givenVerify: "scheme: linear\nsecrets: [lin_wh_secret]"},
+		{name: "mailgun", givenVerify: "scheme: mailgun\nsecrets: [mg-signing-key]"},
+		{name: "adyen", givenVerify: "scheme: adyen\nsecrets: [44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056]", expectID: bodyID},
 		{name: "none", givenVerify: "scheme: none\nallow_unsigned: true", givenID: "json:id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,6 +216,9 @@ func TestProvidersDocConfigs(t *testing.T) {
 		if !strings.HasSuffix(name, "_SECRET") && !strings.HasSuffix(name, "_TOKEN") {
 			return "", false
 		}
+		if strings.HasPrefix(name, "TELEGRAM_") {
+			return "telegram-secret_token", true // Telegram's alphabet has no '='
+		}
 		return "whsec_c2VjcmV0LWZvci1kb2NzLXRlc3Q=", true
 	}
 	blocks := strings.Split(string(doc), "```yaml\n")[1:]
@@ -215,3 +243,6 @@ func TestProvidersDocConfigs(t *testing.T) {
 		}
 	}
 }
+
+// bodyID is the body-sha256 event id of b.
+func bodyID(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }

@@ -39,6 +39,62 @@ var schemeDefaults = map[string]Defaults{
 	},
 	SchemeSlack:  {EventID: "json:event_id", EventType: "json:event.type"},
 	SchemeTwilio: {EventID: "header:I-Twilio-Idempotency-Token"},
+	// Meta sends no delivery id, and one POST batches entry[].changes[]:
+	// the POST is one event, its id the body's SHA-256 (a retry resends
+	// the same bytes), its type the product ("whatsapp_business_account",
+	// "page", "instagram").
+	SchemeMeta: {EventID: "body-sha256", EventType: "json:object"},
+	// Zoom sends no delivery id; a retry resends the same body (its
+	// event_ts, in ms, included) under a new signed timestamp.
+	SchemeZoom: {EventID: "body-sha256", EventType: "json:event"},
+	// Discord's webhook events carry no id of their own; interactions do
+	// (json:id), but need an interaction response webhookd cannot give.
+	SchemeDiscord: {EventID: "body-sha256", EventType: "json:event.type"},
+	// One POST batches events, each with its sg_event_id: the POST is one
+	// event, its id the body's SHA-256 (a retry resends the batch).
+	SchemeSendGrid: {EventID: "body-sha256"},
+	// A notification's own id is optional and one POST batches value[]:
+	// the POST is one event, its id the body's SHA-256 (a retry resends
+	// the batch), its type the first notification's changeType.
+	SchemeMSGraph: {EventID: "body-sha256", EventType: "json:value.0.changeType"},
+	// Mailgun's event-data.id names the event; a retry resends it.
+	SchemeMailgun: {EventID: "json:event-data.id", EventType: "json:event-data.event"},
+	// One POST batches NotificationRequestItems: the POST is one event,
+	// its id the body's SHA-256 (a retry resends the batch; Adyen's own
+	// key, pspReference + eventCode, is two fields), its type the first
+	// item's eventCode.
+	SchemeAdyen: {EventID: "body-sha256", EventType: "json:notificationItems.0.NotificationRequestItem.eventCode"},
+	// Square's event_id is kept across retries (Square: "use event_id to
+	// detect duplicates").
+	SchemeSquare: {EventID: "json:event_id", EventType: "json:type"},
+	SchemePaddle: {EventID: "json:event_id", EventType: "json:event_type"},
+	SchemeRazorpay: {
+		EventID:          "header:X-Razorpay-Event-Id",
+		EventType:        "json:event",
+		ForwardedHeaders: []string{"X-Razorpay-Event-Id"},
+	},
+	// Linear-Delivery is a UUID per delivery; that a retry keeps it is
+	// unconfirmed (each retry re-signs a new webhookTimestamp, so the
+	// body's hash would not do).
+	SchemeLinear: {
+		EventID:          "header:Linear-Delivery",
+		EventType:        "json:type",
+		ForwardedHeaders: []string{"Linear-Delivery", "Linear-Event"},
+	},
+	// Each Update's update_id; its type is which field it holds (message,
+	// callback_query, …), not a value: none by default.
+	SchemeTelegram: {EventID: "json:update_id"},
+	// Idempotency-Key (GitLab 17.4 and later) is kept across retries, and
+	// across manual resends from the webhook's log; X-Gitlab-Event-UUID
+	// is per event but documented without that promise. Idempotency-Key
+	// is not forwarded: webhookd sets its own for destinations.
+	SchemeGitLab: {
+		EventID:   "header:Idempotency-Key",
+		EventType: "header:X-Gitlab-Event",
+		ForwardedHeaders: []string{
+			"X-Gitlab-Event", "X-Gitlab-Event-UUID", "X-Gitlab-Webhook-UUID", "X-Gitlab-Instance",
+		},
+	},
 }
 
 // SchemeDefaults returns the Defaults of scheme; the zero Defaults for

@@ -38,8 +38,8 @@
 //
 // slack: headers X-Slack-Signature: v0=<hex> and X-Slack-Request-Timestamp.
 // The signed content is "v0:<timestamp>:<body>"; the timestamp must be within
-// the tolerance. [SlackChallenge] extracts the url_verification challenge to
-// echo once the signature has verified.
+// the tolerance. Its url_verification request is a handshake ([Handshake]):
+// answered with its challenge once the signature has verified.
 //
 // twilio: header X-Twilio-Signature, base64 HMAC-SHA1 keyed with the auth
 // token over the URL Twilio requested followed, for form bodies, by every
@@ -50,6 +50,18 @@
 // port) with the request's own query string when it has one. Like Twilio's
 // own libraries, the URL is tried with and without the default port. No
 // timestamp.
+//
+// The senders added for issue 15 each live in their own file, their
+// details in docs/providers.md: meta (GitHub's format, plus its subscribe
+// GET), zoom (Slack's v0 format under x-zm-* headers, plus
+// endpoint.url_validation), discord (Ed25519, plus PING), telegram and
+// gitlab (a token header, token.go), sendgrid (ECDSA P-256), msgraph
+// (clientState in the body, plus validationToken), mailgun (HMAC inside
+// the body), adyen (HMAC inside each notification item), paddle, and the
+// presets of the generic HMAC (presets.go): razorpay, linear (plus its
+// body's webhookTimestamp) and square (public_url + body). Handshakes are
+// one concept ([Handshake], handshake.go), answered before and without
+// recording.
 //
 // hmac-sha256: a generic HMAC-SHA256 in a configurable header (default
 // X-Webhook-Signature), hex or base64, with an optional prefix (default

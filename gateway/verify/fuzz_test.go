@@ -125,7 +125,7 @@ func FuzzSlackHeader(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, value string) {
 		var dst [sha256.Size]byte
-		if err := parseSlackHeader(&dst, value); err != nil && !errors.Is(err, ErrMalformedSignature) {
+		if err := parseV0Header(&dst, slackHeader, value); err != nil && !errors.Is(err, ErrMalformedSignature) {
 			t.Fatal(err)
 		}
 		fuzzHeader(t, fx, "X-Slack-Signature", value)

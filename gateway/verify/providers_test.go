@@ -6,12 +6,21 @@ package verify_test
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/bwmarrin/discordgo"
 	"github.com/google/go-github/v75/github"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
@@ -172,5 +181,223 @@ func TestGitHubAgainstGoGitHub(t *testing.T) {
 	req.Header.Set("Content-Type", "application/json")
 	if _, err := github.ValidatePayload(req, []byte(oldSecret)); err != nil {
 		t.Fatalf("go-github ValidatePayload: %v", err)
+	}
+}
+
+// TestDiscordAgainstDiscordGo checks discord against discordgo's
+// VerifyInteraction (Discord's Go library) both ways, with a rotated key.
+func TestDiscordAgainstDiscordGo(t *testing.T) {
+	t.Parallel()
+	seed := func(b byte) ed25519.PrivateKey {
+		return ed25519.NewKeyFromSeed(bytes.Repeat([]byte{b}, ed25519.SeedSize))
+	}
+	oldKey, newKey, otherKey := seed(1), seed(2), seed(3)
+	pubHex := func(k ed25519.PrivateKey) string { return hex.EncodeToString(k.Public().(ed25519.PublicKey)) }
+	cfg := verify.Config{Scheme: verify.SchemeDiscord, Secrets: []string{pubHex(oldKey), pubHex(newKey)}}
+	v, err := verify.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"type":2,"id":"786008729715212338","data":{"name":"ping"}}`)
+	now := time.Unix(1_700_000_000, 0)
+	signed := func(k ed25519.PrivateKey, at time.Time) http.Header {
+		ts := strconv.FormatInt(at.Unix(), 10)
+		h := http.Header{}
+		h.Set("X-Signature-Timestamp", ts)
+		h.Set("X-Signature-Ed25519", hex.EncodeToString(ed25519.Sign(k, append([]byte(ts), body...))))
+		return h
+	}
+	for _, tc := range []struct {
+		name      string
+		key       ed25519.PrivateKey
+		at        time.Time
+		expectErr error
+	}{
+		{"current key", oldKey, now, nil},
+		{"rotated key", newKey, now, nil},
+		{"other key", otherKey, now, verify.ErrSignatureMismatch},
+		{"stale", oldKey, now.Add(-6 * time.Minute), verify.ErrTimestampOutsideTolerance},
+		{"future", oldKey, now.Add(6 * time.Minute), verify.ErrTimestampOutsideTolerance},
+	} {
+		h := signed(tc.key, tc.at)
+		req, _ := http.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+		req.Header = h
+		if !discordgo.VerifyInteraction(req, tc.key.Public().(ed25519.PublicKey)) {
+			t.Fatalf("%s: discordgo rejects the test's own signature", tc.name)
+		}
+		if err := v.Verify(verify.Request{Header: h, Body: body}, now); !errors.Is(err, tc.expectErr) {
+			t.Errorf("%s: Verify = %v, want %v", tc.name, err, tc.expectErr)
+		}
+	}
+	if err := v.Verify(verify.Request{Header: signed(oldKey, now), Body: append([]byte(" "), body...)}, now); !errors.Is(err, verify.ErrSignatureMismatch) {
+		t.Errorf("altered body: Verify = %v", err)
+	}
+
+	// discordgo accepts what Sign produces with the private key.
+	cfg.SigningKey = hex.EncodeToString(oldKey.Seed())
+	h, _, err := verify.Sign(cfg, body, time.Now(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+	req.Header = h
+	if !discordgo.VerifyInteraction(req, oldKey.Public().(ed25519.PublicKey)) {
+		t.Fatal("discordgo rejects Sign")
+	}
+	cfg.SigningKey = ""
+	if _, _, err := verify.Sign(cfg, body, time.Now(), ""); err == nil {
+		t.Fatal("Sign without a signing key succeeded")
+	}
+}
+
+// SendGrid's published test vector (sendgrid-go,
+// helpers/eventwebhook/eventwebhook_test.go): its public key, timestamp,
+// payload and signature, and its private key for Sign.
+const (
+	sendgridVectorPublicKey  = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEEDr2LjtURuePQzplybdC+u4CwrqDqBaWjcMMsTbhdbcwHBcepxo7yAQGhHPTnlvFYPAZFceEu/1FwCM/QmGUhA=="
+	sendgridVectorPrivateKey = "MHcCAQEEIEQmZgBEh9DcU9zMl34czK3xov4AYvm9P3r7rNB2dNXtoAoGCCqGSM49AwEHoUQDQgAEEDr2LjtURuePQzplybdC+u4CwrqDqBaWjcMMsTbhdbcwHBcepxo7yAQGhHPTnlvFYPAZFceEu/1FwCM/QmGUhA=="
+	sendgridVectorTimestamp  = "1588788367"
+	sendgridVectorSignature  = "MEUCIQCtIHJeH93Y+qpYeWrySphQgpNGNr/U+UyUlBkU6n7RAwIgJTz2C+8a8xonZGi6BpSzoQsbVRamr2nlxFDWYNH2j/0="
+	sendgridVectorPayload    = `{"category":"example_payload","event":"test_event","message_id":"message_id"}`
+)
+
+func TestSendGridPublishedVector(t *testing.T) {
+	t.Parallel()
+	// A rotated-out key first: any configured key may match.
+	other, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherDER, _ := x509.MarshalPKIXPublicKey(&other.PublicKey)
+	cfg := verify.Config{Scheme: verify.SchemeSendGrid, Secrets: []string{base64.StdEncoding.EncodeToString(otherDER), sendgridVectorPublicKey}}
+	v, err := verify.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, _ := strconv.ParseInt(sendgridVectorTimestamp, 10, 64)
+	at := time.Unix(ts, 0)
+	req := func(sig, body string) verify.Request {
+		h := http.Header{}
+		h.Set("X-Twilio-Email-Event-Webhook-Signature", sig)
+		h.Set("X-Twilio-Email-Event-Webhook-Timestamp", sendgridVectorTimestamp)
+		return verify.Request{Header: h, Body: []byte(body)}
+	}
+	for _, tc := range []struct {
+		name      string
+		r         verify.Request
+		now       time.Time
+		expectErr error
+	}{
+		{"published vector", req(sendgridVectorSignature, sendgridVectorPayload), at, nil},
+		{"altered body", req(sendgridVectorSignature, sendgridVectorPayload+" "), at, verify.ErrSignatureMismatch},
+		{"stale", req(sendgridVectorSignature, sendgridVectorPayload), at.Add(6 * time.Minute), verify.ErrTimestampOutsideTolerance},
+		{"future", req(sendgridVectorSignature, sendgridVectorPayload), at.Add(-6 * time.Minute), verify.ErrTimestampOutsideTolerance},
+		{"not base64", req("%%%", sendgridVectorPayload), at, verify.ErrMalformedSignature},
+		{"not DER", req(base64.StdEncoding.EncodeToString([]byte("0123456789")), sendgridVectorPayload), at, verify.ErrSignatureMismatch},
+	} {
+		if err := v.Verify(tc.r, tc.now); !errors.Is(err, tc.expectErr) {
+			t.Errorf("%s: Verify = %v, want %v", tc.name, err, tc.expectErr)
+		}
+	}
+	if _, err := verify.New(verify.Config{Scheme: verify.SchemeSendGrid, Secrets: []string{sendgridVectorPublicKey}}); err != nil {
+		t.Fatal(err)
+	}
+	// Sign with the vector's private key verifies under its public key
+	// only (ECDSA signatures are randomized: no fixed expected value).
+	cfg.SigningKey = sendgridVectorPrivateKey
+	h, _, err := verify.Sign(cfg, []byte(sendgridVectorPayload), at, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Verify(verify.Request{Header: h, Body: []byte(sendgridVectorPayload)}, at); err != nil {
+		t.Fatalf("Sign does not verify: %v", err)
+	}
+	only, _ := verify.New(verify.Config{Scheme: verify.SchemeSendGrid, Secrets: []string{base64.StdEncoding.EncodeToString(otherDER)}})
+	if err := only.Verify(verify.Request{Header: h, Body: []byte(sendgridVectorPayload)}, at); !errors.Is(err, verify.ErrSignatureMismatch) {
+		t.Fatalf("Sign verifies under another key: %v", err)
+	}
+}
+
+// TestSquarePublishedVectors checks square against the test vectors of
+// Square's Go SDK (square-go-sdk, webhooks/client/verify_signature_test.go).
+func TestSquarePublishedVectors(t *testing.T) {
+	t.Parallel()
+	const body = `{"merchant_id":"MLEFBHHSJGVHD","type":"webhooks.test_notification","event_id":"ac3ac95b-f97d-458c-a6e6-18981597e05f","created_at":"2022-07-13T20:30:59.037339943Z","data":{"type":"webhooks","id":"bc368e64-01aa-407e-b46e-3231809b1129"}}`
+	for _, tc := range []struct {
+		name, url, key, body, sig string
+		expectErr                 error
+	}{
+		{"valid", "https://webhook.site/679a4f3a-dcfa-49ee-bac5-9d0edad886b9", "Ibxx_5AKakO-3qeNVR61Dw", body, "GF4YkrJgGBDZ9NIYbNXBnMzqb2HoL4RW/S6vkZ9/2N4=", nil},
+		{"unescaped chars", "https://webhook.site/webhooks", "signature-key", `{"data":{"type":"webhooks","id":"fake_id"}}`, "W3FlCNk5IA3ZQ2LHTWoajvzfaDu/OwY2tNHIHC3IUOA=", nil},
+		{"escaped chars", "https://webhook.site/webhooks", "signature-key", `{"data":{"type":"webhooks","id":">id<"}}`, "Cxt7+aTi4rKgcA0bC4g9EHdVtLSDWdqccmL5MvihU4U=", nil},
+		{"URL mismatch", "https://webhook.site/79a4f3a-dcfa-49ee-bac5-9d0edad886b9", "Ibxx_5AKakO-3qeNVR61Dw", body, "GF4YkrJgGBDZ9NIYbNXBnMzqb2HoL4RW/S6vkZ9/2N4=", verify.ErrSignatureMismatch},
+		{"other key", "https://webhook.site/679a4f3a-dcfa-49ee-bac5-9d0edad886b9", "MCmhFRxGX82xMwg5FsaoQA", body, "GF4YkrJgGBDZ9NIYbNXBnMzqb2HoL4RW/S6vkZ9/2N4=", verify.ErrSignatureMismatch},
+		{"SHA-1 sized signature", "https://webhook.site/679a4f3a-dcfa-49ee-bac5-9d0edad886b9", "Ibxx_5AKakO-3qeNVR61Dw", body, "1z2n3DEJJiUPKcPzQo1ftvbxGdw=", verify.ErrMalformedSignature},
+	} {
+		cfg := verify.Config{Scheme: verify.SchemeSquare, Secrets: []string{"rotated-out-key", tc.key}, PublicURL: tc.url}
+		v, err := verify.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := http.Header{}
+		h.Set("x-square-hmacsha256-signature", tc.sig)
+		if err := v.Verify(verify.Request{Header: h, Body: []byte(tc.body)}, time.Now()); !errors.Is(err, tc.expectErr) {
+			t.Errorf("%s: Verify = %v, want %v", tc.name, err, tc.expectErr)
+		}
+		if tc.expectErr == nil {
+			cfg.Secrets = []string{tc.key}
+			sh, _, err := verify.Sign(cfg, []byte(tc.body), time.Now(), "")
+			if err != nil || sh.Get("x-square-hmacsha256-signature") != tc.sig {
+				t.Errorf("%s: Sign = %v %v, want %s", tc.name, sh, err, tc.sig)
+			}
+		}
+	}
+}
+
+// adyenVectorKey and adyenVectorItem are the published test vector of
+// Adyen's Go library (src/hmacvalidator/hmacvalidator_test.go), whose
+// signature is ipnxGCaUZ4l8TUW75a71/ghd2Fe5ffvX0pV4TLTntIc=.
+const adyenVectorKey = "DFB1EB5485895CFA84146406857104ABB4CBCABDC8AAF103A624C8F6A3EAAB00"
+
+func adyenVectorItem(sig string) string {
+	return `{"NotificationRequestItem":{"additionalData":{"hmacSignature":"` + sig + `"},"amount":{"currency":"EUR","value":1000},` +
+		`"eventCode":"EVENT","eventDate":"1970-01-01T00:00:00Z","merchantAccountCode":"merchantAccount","merchantReference":"reference",` +
+		`"originalReference":"originalReference","paymentMethod":"VISA","pspReference":"pspReference","reason":"reason","success":"true"}}`
+}
+
+func TestAdyenPublishedVector(t *testing.T) {
+	t.Parallel()
+	const sig = "ipnxGCaUZ4l8TUW75a71/ghd2Fe5ffvX0pV4TLTntIc="
+	batch := func(items ...string) []byte {
+		return []byte(`{"live":"false","notificationItems":[` + strings.Join(items, ",") + `]}`)
+	}
+	v, err := verify.New(verify.Config{Scheme: verify.SchemeAdyen, Secrets: []string{"00112233", adyenVectorKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		body      []byte
+		expectErr error
+	}{
+		{"published vector, rotated key", batch(adyenVectorItem(sig)), nil},
+		{"two signed items", batch(adyenVectorItem(sig), adyenVectorItem(sig)), nil},
+		{"second item forged", batch(adyenVectorItem(sig), adyenVectorItem("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")), verify.ErrSignatureMismatch},
+		{"altered amount", bytes.Replace(batch(adyenVectorItem(sig)), []byte(`"value":1000`), []byte(`"value":9000`), 1), verify.ErrSignatureMismatch},
+		{"no signature", batch(`{"NotificationRequestItem":{"pspReference":"p"}}`), verify.ErrMissingSignature},
+		{"not base64", batch(adyenVectorItem("!!")), verify.ErrMalformedSignature},
+		{"no items", []byte(`{"live":"false","notificationItems":[]}`), verify.ErrMalformedSignature},
+		{"not JSON", []byte(`[accepted]`), verify.ErrMalformedSignature},
+	} {
+		if err := v.Verify(verify.Request{Body: tc.body}, time.Now()); !errors.Is(err, tc.expectErr) || tc.expectErr == nil && err != nil {
+			t.Errorf("%s: Verify = %v, want %v", tc.name, err, tc.expectErr)
+		}
+	}
+	only, _ := verify.New(verify.Config{Scheme: verify.SchemeAdyen, Secrets: []string{"00112233"}})
+	if err := only.Verify(verify.Request{Body: batch(adyenVectorItem(sig))}, time.Now()); !errors.Is(err, verify.ErrSignatureMismatch) {
+		t.Errorf("other key: Verify = %v", err)
+	}
+	if err := (verify.Config{Scheme: verify.SchemeAdyen, Secrets: []string{"not hex"}}).Validate(); err == nil || !strings.HasPrefix(err.Error(), "verify.secrets[0]") {
+		t.Errorf("non-hex key: Validate = %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -19,42 +20,61 @@ const (
 	slackSigPrefix       = "v0="
 )
 
+// v0Signature is Slack's signature format, which Zoom uses too under its
+// own header names: <header>: v0=<hex HMAC-SHA256 of
+// "v0:<timestamp header>:<body>">, the timestamp in unix seconds.
+type v0Signature struct {
+	macs     []*mac
+	tol      int64
+	header   string // canonical
+	tsHeader string // canonical
+}
+
 // slackScheme verifies X-Slack-Signature: v0=<hex> of
 // "v0:<X-Slack-Request-Timestamp>:<body>".
 type slackScheme struct {
-	macs []*mac
-	tol  int64
+	v0Signature
 }
 
-// parseSlackHeader decodes an X-Slack-Signature value into dst.
-func parseSlackHeader(dst *[sha256.Size]byte, v string) error {
+func newSlack(keys [][]byte, tol int64) *slackScheme {
+	return &slackScheme{v0Signature{macs: newMACs(keys, sha256New), tol: tol, header: slackHeader, tsHeader: slackTimestampHeader}}
+}
+
+// parseV0Header decodes a v0=<hex> value of header into dst.
+func parseV0Header(dst *[sha256.Size]byte, header, v string) error {
 	hexSig, ok := strings.CutPrefix(v, slackSigPrefix)
 	if !ok {
-		return malformed(slackHeader, `want "v0=" prefix`)
+		return malformed(header, `want "v0=" prefix`)
 	}
 	if !decodeHex(dst[:], hexSig) {
-		return malformed(slackHeader, "want 64 hex digits")
+		return malformed(header, "want 64 hex digits")
 	}
 	return nil
 }
 
-func (s *slackScheme) Verify(r Request, now time.Time) error {
-	v := r.Header.Get(slackHeader)
+func (s *v0Signature) Verify(r Request, now time.Time) error {
+	_, err := s.match(r, now)
+	return err
+}
+
+// match verifies r and returns the index of the secret that signed it.
+func (s *v0Signature) match(r Request, now time.Time) (int, error) {
+	v := r.Header.Get(s.header)
 	if v == "" {
-		return missing(slackHeader)
+		return 0, missing(s.header)
 	}
-	ts := r.Header.Get(slackTimestampHeader)
+	ts := r.Header.Get(s.tsHeader)
 	if ts == "" {
-		return missing(slackTimestampHeader)
+		return 0, missing(s.tsHeader)
 	}
 	var got [sha256.Size]byte
-	if err := parseSlackHeader(&got, v); err != nil {
-		return err
+	if err := parseV0Header(&got, s.header, v); err != nil {
+		return 0, err
 	}
-	if err := checkTimestamp(slackTimestampHeader, ts, now, s.tol); err != nil {
-		return err
+	if err := checkTimestamp(s.tsHeader, ts, now, s.tol); err != nil {
+		return 0, err
 	}
-	for _, m := range s.macs {
+	for i, m := range s.macs {
 		st := m.get()
 		st.buf = append(append(append(st.buf[:0], "v0:"...), ts...), ':')
 		st.h.Write(st.buf)
@@ -62,36 +82,49 @@ func (s *slackScheme) Verify(r Request, now time.Time) error {
 		ok := hmac.Equal(st.finish(), got[:])
 		m.put(st)
 		if ok {
-			return nil
+			return i, nil
 		}
 	}
-	return mismatch(slackHeader)
+	return 0, mismatch(s.header)
 }
 
 // writeSigned writes "v0:<timestamp>:<body>".
-func (s *slackScheme) writeSigned(w io.Writer, r Request) bool {
-	_, _ = io.WriteString(w, "v0:"+r.Header.Get(slackTimestampHeader)+":")
+func (s *v0Signature) writeSigned(w io.Writer, r Request) bool {
+	_, _ = io.WriteString(w, "v0:"+r.Header.Get(s.tsHeader)+":")
 	_, _ = w.Write(r.Body)
 	return true
 }
 
-func (s *slackScheme) sign(body []byte, now time.Time, _ string) (http.Header, string, error) {
+func (s *v0Signature) sign(body []byte, now time.Time, _ string) (http.Header, string, error) {
 	st := s.macs[0].get()
 	defer s.macs[0].put(st)
 	ts := strconv.FormatInt(now.Unix(), 10)
 	st.writeString("v0:" + ts + ":")
 	st.h.Write(body)
 	h := http.Header{}
-	h.Set(slackTimestampHeader, ts)
-	h.Set(slackHeader, slackSigPrefix+hex.EncodeToString(st.finish()))
+	h.Set(s.tsHeader, ts)
+	h.Set(s.header, slackSigPrefix+hex.EncodeToString(st.finish()))
 	return h, "", nil
 }
 
-// SlackChallenge reports the challenge to echo when body is Slack's
-// url_verification request ({"type":"url_verification","challenge":…}).
-// Call it only after the signature verified: Slack signs these requests
-// too. ok is false for every other body, including invalid JSON.
-func SlackChallenge(body []byte) (challenge string, ok bool) {
+// handshake answers Slack's url_verification request
+// ({"type":"url_verification","challenge":…}) with {"challenge":…} once
+// its signature verified (Slack signs these requests too). Every other
+// body, including invalid JSON, is no handshake.
+func (s *slackScheme) handshake(r Request, now time.Time) (Answer, bool, error) {
+	challenge, ok := slackChallenge(r.Body)
+	if !ok {
+		return Answer{}, false, nil
+	}
+	if err := s.Verify(r, now); err != nil {
+		return Answer{}, false, err
+	}
+	b, _ := json.Marshal(map[string]string{"challenge": challenge})
+	return Answer{Status: http.StatusOK, ContentType: contentTypeJSON, Body: b}, true, nil
+}
+
+// slackChallenge reports the challenge of a url_verification body.
+func slackChallenge(body []byte) (challenge string, ok bool) {
 	if !gjson.ValidBytes(body) {
 		return "", false
 	}

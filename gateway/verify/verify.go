@@ -7,7 +7,9 @@ import (
 	"hash"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -20,6 +22,19 @@ const (
 	SchemeShopify    = "shopify"
 	SchemeSlack      = "slack"
 	SchemeTwilio     = "twilio"
+	SchemeMeta       = "meta"
+	SchemeZoom       = "zoom"
+	SchemeDiscord    = "discord"
+	SchemeTelegram   = "telegram"
+	SchemeGitLab     = "gitlab"
+	SchemeSendGrid   = "sendgrid"
+	SchemeMSGraph    = "msgraph"
+	SchemeSquare     = "square"
+	SchemePaddle     = "paddle"
+	SchemeRazorpay   = "razorpay"
+	SchemeLinear     = "linear"
+	SchemeMailgun    = "mailgun"
+	SchemeAdyen      = "adyen"
 	SchemeHMACSHA256 = "hmac-sha256"
 	SchemeNone       = "none"
 )
@@ -27,7 +42,10 @@ const (
 // Schemes lists every scheme name New accepts, in documentation order.
 var Schemes = []string{
 	SchemeStripe, SchemeGitHub, SchemeStandard, SchemeShopify,
-	SchemeSlack, SchemeTwilio, SchemeHMACSHA256, SchemeNone,
+	SchemeSlack, SchemeTwilio, SchemeMeta, SchemeZoom,
+	SchemeDiscord, SchemeTelegram, SchemeSendGrid, SchemeMSGraph, SchemeGitLab,
+	SchemeMailgun, SchemeSquare, SchemeAdyen, SchemePaddle, SchemeRazorpay, SchemeLinear,
+	SchemeHMACSHA256, SchemeNone,
 }
 
 // DefaultTolerance is the timestamp tolerance, both ways, used when
@@ -56,17 +74,19 @@ var (
 // Config configures one source's verification. Fields mirror the YAML
 // `verify:` block of SPEC.md; error messages use the YAML key names.
 type Config struct {
-	// Scheme is one of stripe, github, standard, shopify, slack, twilio,
-	// hmac-sha256 or none. Required.
+	// Scheme is one of Schemes. Required.
 	Scheme string
 	// Secrets are the signing secrets; several while rotating, any may
 	// match. Sign uses the first. Required for every scheme but none.
-	// standard secrets have the form whsec_<base64>; all others are used
-	// as given (Twilio: the auth token).
+	// standard secrets have the form whsec_<base64>; discord and sendgrid
+	// take public keys (hex Ed25519, base64 DER P-256), adyen a hex key;
+	// all others are used as given (Twilio: the auth token).
 	Secrets []string
 	// Tolerance is how far a signed timestamp may be from now, both ways.
-	// Zero means DefaultTolerance (5m). Only used by schemes that sign a
-	// timestamp: stripe, standard, slack, and hmac-sha256 with
+	// Zero means the sender's own window where it documents one (paddle
+	// 5s, linear 1m), else DefaultTolerance (5m). Only used by schemes
+	// that sign a timestamp: stripe, standard, slack, zoom, discord,
+	// sendgrid, mailgun, paddle, linear, and hmac-sha256 with
 	// TimestampHeader.
 	Tolerance time.Duration
 
@@ -89,9 +109,20 @@ type Config struct {
 	// required with TimestampHeader and refused without it.
 	SignedContent string
 
-	// PublicURL is the webhook URL as Twilio sees it (scheme, host, port,
-	// path), for twilio only, where it is required.
+	// PublicURL is the webhook URL as the sender sees it (scheme, host,
+	// port, path), for twilio and square, where it is required.
 	PublicURL string
+
+	// VerifyToken is the token Meta's subscribe handshake carries
+	// (hub.verify_token), for meta only, where it is required.
+	VerifyToken string
+
+	// SigningKey is the sender's private key, for Sign only, for the
+	// schemes whose secrets are public keys (discord: hex Ed25519 seed or
+	// private key; sendgrid: base64 DER P-256 key, SEC 1 or PKCS #8).
+	// Verify never uses it; it is no configuration key
+	// (webhookd send --signing-key).
+	SigningKey string
 
 	// AllowUnsigned must be true for scheme none, else New fails. It makes
 	// accepting unsigned webhooks an explicit decision.
@@ -102,7 +133,14 @@ type Config struct {
 // and for hmac-sha256 Header, Encoding, Prefix and SignedContent.
 func (c Config) WithDefaults() Config {
 	if c.Tolerance == 0 {
-		c.Tolerance = DefaultTolerance
+		switch c.Scheme {
+		case SchemePaddle:
+			c.Tolerance = paddleTolerance
+		case SchemeLinear:
+			c.Tolerance = linearTolerance
+		default:
+			c.Tolerance = DefaultTolerance
+		}
 	}
 	if c.Scheme == SchemeHMACSHA256 {
 		if c.Header == "" {
@@ -137,6 +175,8 @@ func (c Config) Validate() error {
 // Request is what a Verifier looks at: the received headers, the exact raw
 // body and the raw query string.
 type Request struct {
+	// Method is the HTTP method (handshakes: Meta's subscribe is a GET).
+	Method string
 	// Header holds the request headers, canonicalized as net/http does.
 	Header http.Header
 	// Body is the exact raw bytes received.
@@ -209,8 +249,11 @@ func build(cfg Config) (scheme, error) {
 			return nil, fmt.Errorf("verify.prefix: only used by scheme hmac-sha256, not %s", cfg.Scheme)
 		}
 	}
-	if cfg.Scheme != SchemeTwilio && cfg.PublicURL != "" {
-		return nil, fmt.Errorf("verify.public_url: only used by scheme twilio, not %s", cfg.Scheme)
+	if cfg.Scheme != SchemeTwilio && cfg.Scheme != SchemeSquare && cfg.PublicURL != "" {
+		return nil, fmt.Errorf("verify.public_url: only used by schemes twilio and square, not %s", cfg.Scheme)
+	}
+	if cfg.Scheme != SchemeMeta && cfg.VerifyToken != "" {
+		return nil, fmt.Errorf("verify.verify_token: only used by scheme meta, not %s", cfg.Scheme)
 	}
 	if cfg.Scheme != SchemeNone && cfg.AllowUnsigned {
 		return nil, fmt.Errorf("verify.allow_unsigned: only used by scheme none, not %s", cfg.Scheme)
@@ -226,18 +269,36 @@ func build(cfg Config) (scheme, error) {
 			return nil, errors.New("verify.secrets: not used by scheme none")
 		}
 		return noneScheme{}, nil
-	case SchemeStripe, SchemeGitHub, SchemeStandard, SchemeShopify, SchemeSlack, SchemeTwilio, SchemeHMACSHA256:
 	default:
-		return nil, fmt.Errorf("verify.scheme: unknown scheme %q (want one of stripe, github, standard, shopify, slack, twilio, hmac-sha256, none)", cfg.Scheme)
+		if !slices.Contains(Schemes, cfg.Scheme) {
+			return nil, fmt.Errorf("verify.scheme: unknown scheme %q (want one of %s)", cfg.Scheme, strings.Join(Schemes, ", "))
+		}
 	}
 	if len(cfg.Secrets) == 0 {
 		return nil, fmt.Errorf("verify.secrets: required for scheme %s", cfg.Scheme)
 	}
-	keys := make([][]byte, len(cfg.Secrets))
+	tol := int64(cfg.Tolerance / time.Second)
 	for i, s := range cfg.Secrets {
 		if s == "" {
 			return nil, fmt.Errorf("verify.secrets[%d]: empty", i)
 		}
+	}
+	switch cfg.Scheme {
+	case SchemeDiscord: // public keys, not shared secrets
+		return newDiscord(cfg, tol)
+	case SchemeSendGrid:
+		return newSendGrid(cfg, tol)
+	case SchemeTelegram: // tokens compared, no key
+		return newTelegram(cfg.Secrets)
+	case SchemeGitLab:
+		return newGitLab(cfg.Secrets), nil
+	case SchemeMSGraph:
+		return &msgraphScheme{states: cfg.Secrets}, nil
+	case SchemeAdyen: // hex keys
+		return newAdyen(cfg.Secrets)
+	}
+	keys := make([][]byte, len(cfg.Secrets))
+	for i, s := range cfg.Secrets {
 		if cfg.Scheme == SchemeStandard {
 			k, err := decodeStandardSecret(s)
 			if err != nil {
@@ -248,7 +309,6 @@ func build(cfg Config) (scheme, error) {
 		}
 		keys[i] = []byte(s)
 	}
-	tol := int64(cfg.Tolerance / time.Second)
 	switch cfg.Scheme {
 	case SchemeStripe:
 		return &stripeScheme{macs: newMACs(keys, sha256New), tol: tol}, nil
@@ -259,9 +319,23 @@ func build(cfg Config) (scheme, error) {
 	case SchemeShopify:
 		return &shopifyScheme{macs: newMACs(keys, sha256New)}, nil
 	case SchemeSlack:
-		return &slackScheme{macs: newMACs(keys, sha256New), tol: tol}, nil
+		return newSlack(keys, tol), nil
 	case SchemeTwilio:
 		return newTwilio(cfg, keys)
+	case SchemeMeta:
+		return newMeta(cfg, keys)
+	case SchemeZoom:
+		return newZoom(keys, tol), nil
+	case SchemeSquare:
+		return newSquare(cfg, keys)
+	case SchemeMailgun:
+		return &mailgunScheme{macs: newMACs(keys, sha256New), tol: tol}, nil
+	case SchemePaddle:
+		return &paddleScheme{macs: newMACs(keys, sha256New), tol: tol}, nil
+	case SchemeRazorpay:
+		return newRazorpay(keys), nil
+	case SchemeLinear:
+		return newLinear(keys, cfg.Tolerance), nil
 	default: // SchemeHMACSHA256
 		return newGeneric(cfg, keys, tol)
 	}

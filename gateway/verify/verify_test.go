@@ -403,7 +403,7 @@ func TestSlackDocumentationVector(t *testing.T) {
 	}
 }
 
-func TestSlackChallenge(t *testing.T) {
+func TestSlackChallengeParse(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		body, expect string
@@ -418,9 +418,9 @@ func TestSlackChallenge(t *testing.T) {
 		{`token=abc&challenge=x&type=url_verification`, "", false},
 		{``, "", false},
 	} {
-		got, ok := SlackChallenge([]byte(tc.body))
+		got, ok := slackChallenge([]byte(tc.body))
 		if got != tc.expect || ok != tc.ok {
-			t.Errorf("SlackChallenge(%s) = %q, %v; want %q, %v", tc.body, got, ok, tc.expect, tc.ok)
+			t.Errorf("slackChallenge(%s) = %q, %v; want %q, %v", tc.body, got, ok, tc.expect, tc.ok)
 		}
 	}
 }
@@ -585,8 +585,9 @@ func TestSlackSignedURLVerification(t *testing.T) {
 	if err := v.Verify(Request{Header: h, Body: body}, testNow); err != nil {
 		t.Fatal(err)
 	}
-	if c, ok := SlackChallenge(body); !ok || c != "abc123" {
-		t.Fatalf("SlackChallenge = %q %v", c, ok)
+	a, ok, err := Handshake(v, Request{Header: h, Body: body}, testNow)
+	if err != nil || !ok || string(a.Body) != `{"challenge":"abc123"}` || a.ContentType != "application/json" {
+		t.Fatalf("Handshake = %+v %v %v", a, ok, err)
 	}
 }
 
@@ -626,7 +627,7 @@ func TestConfigValidate(t *testing.T) {
 		{"twilio relative url", Config{Scheme: "twilio", Secrets: []string{secret}, PublicURL: "/hooks"}, "verify.public_url: want an absolute"},
 		{"twilio ftp url", Config{Scheme: "twilio", Secrets: []string{secret}, PublicURL: "ftp://x/y"}, "verify.public_url: want an absolute"},
 		{"twilio fragment", Config{Scheme: "twilio", Secrets: []string{secret}, PublicURL: "https://x/y#z"}, "verify.public_url"},
-		{"public_url on stripe", Config{Scheme: "stripe", Secrets: []string{secret}, PublicURL: "https://x"}, "verify.public_url: only used by scheme twilio"},
+		{"public_url on stripe", Config{Scheme: "stripe", Secrets: []string{secret}, PublicURL: "https://x"}, "verify.public_url: only used by schemes twilio and square"},
 		{"header on github", Config{Scheme: "github", Secrets: []string{secret}, Header: "X-Sig"}, "verify.header: only used by scheme hmac-sha256"},
 		{"prefix on github", Config{Scheme: "github", Secrets: []string{secret}, Prefix: ptr("")}, "verify.prefix: only used"},
 		{"none without allow", Config{Scheme: "none"}, "verify.allow_unsigned: must be true for scheme none"},

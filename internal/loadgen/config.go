@@ -1,7 +1,14 @@
 package loadgen
 
 import (
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -30,7 +37,8 @@ type Source struct {
 
 // BenchSource returns the source used against an in-process server for
 // scheme: a generated secret of the scheme's form and its default event
-// id. twilio is not supported (it signs the URL, not a body).
+// id. twilio (it signs the URL, not a body), msgraph, linear, mailgun,
+// adyen and square are not supported.
 func BenchSource(scheme string) (Source, error) {
 	s := Source{Name: "bench", Destination: "sink", Verify: verify.Config{Scheme: scheme}}
 	switch scheme {
@@ -38,10 +46,35 @@ func BenchSource(scheme string) (Source, error) {
 		s.Verify.Secrets = []string{"whsec_" + base64.StdEncoding.EncodeToString([]byte("webhookd-bench-secret-0123456789"))}
 	case verify.SchemeNone:
 		s.Verify.AllowUnsigned = true
-	case verify.SchemeStripe, verify.SchemeGitHub, verify.SchemeShopify, verify.SchemeSlack, verify.SchemeHMACSHA256:
+	case verify.SchemeStripe, verify.SchemeGitHub, verify.SchemeShopify, verify.SchemeSlack, verify.SchemeHMACSHA256,
+		verify.SchemeZoom, verify.SchemePaddle, verify.SchemeRazorpay:
 		s.Verify.Secrets = []string{"whsec_webhookd_bench_secret"}
+	case verify.SchemeMeta:
+		s.Verify.Secrets = []string{"whsec_webhookd_bench_secret"}
+		s.Verify.VerifyToken = "webhookd-bench-verify-token"
+	case verify.SchemeGitLab:
+		s.Verify.Secrets = []string{"webhookd-bench-token"}
+	case verify.SchemeTelegram:
+		s.Verify.Secrets = []string{"webhookd-bench-token"}
+		s.EventID = "json:id" // the generated bodies carry no update_id
+	case verify.SchemeSendGrid:
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return Source{}, fmt.Errorf("generating a sendgrid key: %w", err)
+		}
+		pub, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
+		priv, _ := x509.MarshalECPrivateKey(k)
+		s.Verify.Secrets = []string{base64.StdEncoding.EncodeToString(pub)}
+		s.Verify.SigningKey = base64.StdEncoding.EncodeToString(priv)
+	case verify.SchemeDiscord:
+		seed := sha256.Sum256([]byte("webhookd-bench-key"))
+		key := ed25519.NewKeyFromSeed(seed[:])
+		s.Verify.Secrets = []string{hex.EncodeToString(key.Public().(ed25519.PublicKey))}
+		s.Verify.SigningKey = hex.EncodeToString(seed[:])
 	case verify.SchemeTwilio:
 		return Source{}, errors.New("scheme twilio is not supported by the load generator")
+	case verify.SchemeMSGraph, verify.SchemeLinear, verify.SchemeSquare, verify.SchemeMailgun, verify.SchemeAdyen:
+		return Source{}, fmt.Errorf("scheme %s is not supported by the load generator (it checks what the generated bodies lack: msgraph's clientState, linear's webhookTimestamp, mailgun's and adyen's signatures, or square's URL)", scheme)
 	default:
 		return Source{}, fmt.Errorf("unknown scheme %q", scheme)
 	}
@@ -60,6 +93,11 @@ func (s Source) withDefaults() Source {
 	}
 	if s.EventID == "" {
 		s.EventID = "header:X-Bench-Event-Id"
+	}
+	if s.EventID == "body-sha256" {
+		// The exactly-once check reads the id the generator writes; the
+		// generated bodies carry it as "id".
+		s.EventID = "json:id"
 	}
 	return s
 }

@@ -3,9 +3,13 @@ package loadgen
 import (
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/webhookd/webhookd/gateway/eventid"
+	"github.com/webhookd/webhookd/gateway/verify"
 	"github.com/webhookd/webhookd/internal/logtest"
 	"github.com/webhookd/webhookd/internal/pgtest"
 	"github.com/webhookd/webhookd/internal/redistest"
@@ -183,3 +187,43 @@ func (b *testBuffer) Write(p []byte) (int, error) {
 }
 
 func newTestRand() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
+
+// TestBenchSourceEveryScheme checks that the generator can sign for every
+// scheme it supports: its request verifies and its event id is found.
+func TestBenchSourceEveryScheme(t *testing.T) {
+	t.Parallel()
+	for _, scheme := range verify.Schemes {
+		src, err := BenchSource(scheme)
+		if scheme == verify.SchemeTwilio || scheme == verify.SchemeMSGraph || scheme == verify.SchemeLinear || scheme == verify.SchemeSquare || scheme == verify.SchemeMailgun || scheme == verify.SchemeAdyen {
+			if err == nil {
+				t.Errorf("%s: BenchSource succeeded", scheme)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", scheme, err)
+		}
+		body := makeBody("evt_bench_1", 1, 256)
+		h, _, err := verify.Sign(src.Verify, body, time.Now(), "evt_bench_1")
+		if err != nil {
+			t.Fatalf("%s: Sign: %v", scheme, err)
+		}
+		if name, ok := strings.CutPrefix(src.EventID, "header:"); ok {
+			h.Set(name, "evt_bench_1")
+		}
+		v, err := verify.New(src.Verify)
+		if err != nil {
+			t.Fatalf("%s: %v", scheme, err)
+		}
+		if err := v.Verify(verify.Request{Method: http.MethodPost, Header: h, Body: body}, time.Now()); err != nil {
+			t.Errorf("%s: Verify: %v", scheme, err)
+		}
+		ex, err := eventid.Parse(src.EventID)
+		if err != nil {
+			t.Fatalf("%s: %v", scheme, err)
+		}
+		if id, err := ex.Extract(h, body); err != nil || id != "evt_bench_1" {
+			t.Errorf("%s: event id %q, %v", scheme, id, err)
+		}
+	}
+}

@@ -34,7 +34,7 @@ const Source = "stripe"
 type SourceSpec struct {
 	// Name is the :source path segment.
 	Name string
-	// Verify is the source's verification. A twilio source without
+	// Verify is the source's verification. A twilio or square source without
 	// PublicURL gets the test server's URL + /webhooks/<Name>.
 	Verify verify.Config
 	// EventID is the event id spec; "" means the scheme's default.
@@ -142,7 +142,7 @@ func Start(t testing.TB, opts Options) *Pipeline {
 	vcfgs := make(map[string]verify.Config, len(specs))
 	for _, spec := range specs {
 		vcfg := spec.Verify
-		if vcfg.Scheme == verify.SchemeTwilio && vcfg.PublicURL == "" {
+		if (vcfg.Scheme == verify.SchemeTwilio || vcfg.Scheme == verify.SchemeSquare) && vcfg.PublicURL == "" {
 			vcfg.PublicURL = baseURL + "/webhooks/" + spec.Name
 		}
 		ss := gateway.SourceSpec{Verify: vcfg, EventID: spec.EventID, Destinations: len(routes[spec.Name])}
