@@ -339,6 +339,9 @@ type EventDetail struct {
 	Headers []byte
 	// Payload is the raw body.
 	Payload []byte
+	// EventType is the event's type as its sender names it, or empty when
+	// unknown.
+	EventType string
 	// OrderEntity and OrderVersion are the ordering inputs, or empty.
 	OrderEntity, OrderVersion string
 	// Runs lists every run of the event, by destination then generation.
@@ -416,7 +419,8 @@ func (a Attempt) Summary() string {
 }
 
 const eventDetailSQL = `
-SELECT e.headers::text, e.payload, COALESCE(e.order_entity, ''), COALESCE(e.order_version, '')
+SELECT e.headers::text, e.payload, COALESCE(e.order_entity, ''), COALESCE(e.order_version, ''),
+       COALESCE(e.event_type, '')
 FROM events e WHERE e.source = $1 AND e.external_id = $2`
 
 const runColumns = `key, destination, generation, status, attempts, calls, max_attempts, permanent,
@@ -445,7 +449,7 @@ func (s *Store) GetEvent(ctx context.Context, source, externalID string, destina
 	err := s.adminTx(ctx, false, func(tx pgx.Tx) error {
 		d = EventDetail{}
 		var headers string
-		err := tx.QueryRow(ctx, eventDetailSQL, source, externalID).Scan(&headers, &d.Payload, &d.OrderEntity, &d.OrderVersion)
+		err := tx.QueryRow(ctx, eventDetailSQL, source, externalID).Scan(&headers, &d.Payload, &d.OrderEntity, &d.OrderVersion, &d.EventType)
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,9 @@ type Event struct {
 	Source string
 	// ExternalID is the sender's event id.
 	ExternalID string
+	// EventType is the event's type as its sender names it; empty when
+	// unknown (stored as NULL).
+	EventType string
 	// ContentType is the request's Content-Type, forwarded as is.
 	ContentType string
 	// Headers is a JSON object of the request headers worth keeping.
@@ -64,8 +67,8 @@ type eventKey struct{ source, externalID string }
 // eventColumns holds events column by column, the shape the unnest-based
 // statements take.
 type eventColumns struct {
-	sources, externalIDs, contentTypes, headers, entities, versions []string
-	payloads                                                        [][]byte
+	sources, externalIDs, eventTypes, contentTypes, headers, entities, versions []string
+	payloads                                                                    [][]byte
 	// copies counts each event's copies (RecordBatch); destinations is the
 	// number of destinations of its source.
 	copies, destinations []int32
@@ -84,6 +87,7 @@ func (c *eventColumns) add(ev *Event) {
 	}
 	c.sources = append(c.sources, ev.Source)
 	c.externalIDs = append(c.externalIDs, ev.ExternalID)
+	c.eventTypes = append(c.eventTypes, ev.EventType)
 	c.contentTypes = append(c.contentTypes, ev.ContentType)
 	c.headers = append(c.headers, string(h))
 	c.payloads = append(c.payloads, ev.Payload)
@@ -96,10 +100,10 @@ func (c *eventColumns) add(ev *Event) {
 	c.signed = c.signed || ev.ContentDigest != nil
 }
 
-// args returns the columns as $1..$9 of eventsInputSQL.
+// args returns the columns as $1..$10 of eventsInputSQL.
 func (c *eventColumns) args() []any {
 	return []any{c.sources, c.externalIDs, c.copies, c.contentTypes, c.headers, c.payloads,
-		c.entities, c.versions, c.destinations}
+		c.entities, c.versions, c.destinations, c.eventTypes}
 }
 
 // eventsInputSQL is the input rows of the event statements. They insert
@@ -108,8 +112,8 @@ func (c *eventColumns) args() []any {
 const eventsInputSQL = `
 input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bytea[],
-                         $7::text[], $8::text[], $9::int[])
-        AS u(s, x, d, ct, h, p, oe, ov, n)
+                         $7::text[], $8::text[], $9::int[], $10::text[])
+        AS u(s, x, d, ct, h, p, oe, ov, n, t)
 )`
 
 // recordSQL inserts many events at once and puts each new one in the
@@ -126,8 +130,8 @@ WITH ` + eventsInputSQL + `, ` + recordCTEsSQL("input") + recordReportSQL("")
 func recordCTEsSQL(from string) string {
 	return `recorded AS (
     INSERT INTO events AS e
-        (source, external_id, deliveries, content_type, headers, payload, order_entity, order_version)
-    SELECT s, x, d, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, '') FROM ` + from + ` ORDER BY s, x
+        (source, external_id, deliveries, content_type, headers, payload, order_entity, order_version, event_type)
+    SELECT s, x, d, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, ''), NULLIF(t, '') FROM ` + from + ` ORDER BY s, x
     ON CONFLICT (source, external_id) DO UPDATE
         SET deliveries = e.deliveries + EXCLUDED.deliveries,
             last_received_at = now()

@@ -15,12 +15,12 @@ package dedupe
 // table is in this file, except retention's delete of expired rows.
 
 // eventsSignedInputSQL is eventsInputSQL with each event's signed content
-// digest (NULL when unset) and its window in milliseconds, $10 and $11.
+// digest (NULL when unset) and its window in milliseconds, $11 and $12.
 const eventsSignedInputSQL = `
 input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bytea[],
-                         $7::text[], $8::text[], $9::int[], $10::bytea[], $11::bigint[])
-        AS u(s, x, d, ct, h, p, oe, ov, n, dg, dw)
+                         $7::text[], $8::text[], $9::int[], $10::text[], $11::bytea[], $12::bigint[])
+        AS u(s, x, d, ct, h, p, oe, ov, n, t, dg, dw)
 )`
 
 // recordSignedSQL is recordSQL for a batch with digests (RecordBatch has

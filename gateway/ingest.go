@@ -163,9 +163,14 @@ func newEvent(name string, src Source, h http.Header, body []byte) (dedupe.Event
 	if err != nil {
 		return dedupe.Event{}, err
 	}
+	eventType, err := extractEventType(src, idHeader, body)
+	if err != nil {
+		return dedupe.Event{}, err
+	}
 	ev := dedupe.Event{
 		Source:       name,
 		ExternalID:   id,
+		EventType:    eventType,
 		ContentType:  ct,
 		Headers:      headers,
 		Payload:      body,
@@ -182,6 +187,28 @@ func newEvent(name string, src Source, h http.Header, body []byte) (dedupe.Event
 		}
 	}
 	return ev, nil
+}
+
+// extractEventType returns the event's type, or "" when the source has
+// none or the request does not carry one (absent, empty, or a json: type
+// in a body that is not JSON): an event without a type is still an event,
+// stored with a NULL type. A type that is there but cannot be stored as
+// one line of text (invalid UTF-8, a control character, longer than
+// eventid.MaxLen) is refused with a 400 like a bad event id: storing it
+// as unknown would route it as if it had no type.
+func extractEventType(src Source, h http.Header, body []byte) (string, error) {
+	if src.EventType == nil {
+		return "", nil
+	}
+	t, err := src.EventType.Extract(h, body)
+	switch {
+	case err == nil:
+		return t, nil
+	case errors.Is(err, eventid.ErrInvalid):
+		return "", fmt.Errorf("event type: %w", err)
+	default:
+		return "", nil
+	}
 }
 
 // readBody reads the body once, refusing more than limit bytes.

@@ -64,6 +64,7 @@ type callRequest struct {
 	key         string
 	source      string
 	eventID     string
+	eventType   string
 	call        int
 	contentType string
 	body        []byte
@@ -88,6 +89,9 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 	req.Header.Set("Idempotency-Key", r.key)
 	req.Header.Set("Webhookd-Source", r.source)
 	req.Header.Set("Webhookd-Event-Id", r.eventID)
+	if r.eventType != "" {
+		req.Header.Set("Webhookd-Event-Type", r.eventType)
+	}
 	req.Header.Set("Webhookd-Attempt", strconv.Itoa(r.call))
 	if r.dest.SigningSecret != "" {
 		// Standard Webhooks headers, as the verifier's own signer writes

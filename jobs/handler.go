@@ -143,6 +143,7 @@ func (h *Handler) Deliver(ctx context.Context, p DeliverPayload) error {
 			key:         p.Key(),
 			source:      p.Source,
 			eventID:     p.EventID,
+			eventType:   claim.Event.EventType,
 			call:        claim.Call,
 			contentType: claim.Event.ContentType,
 			body:        claim.Event.Payload,

@@ -91,9 +91,12 @@ type adminConf struct {
 }
 
 type sourceConf struct {
-	Name         string     `yaml:"name"`
-	Verify       verifyConf `yaml:"verify"`
-	EventID      string     `yaml:"event_id"`
+	Name    string     `yaml:"name"`
+	Verify  verifyConf `yaml:"verify"`
+	EventID string     `yaml:"event_id"`
+	// EventType says where the event's type is (json:<path> or
+	// header:<Name>); unset means the scheme's default, if any.
+	EventType    string     `yaml:"event_type"`
 	Order        *orderConf `yaml:"order"`
 	Destinations []destConf `yaml:"destinations"`
 	// DuplicateContentWindow: a delivery whose signed content an event
@@ -669,7 +672,7 @@ func (c *config) routes() jobs.Routes {
 
 // sourceSpec is s as the gateway builds it.
 func (s sourceConf) sourceSpec() gateway.SourceSpec {
-	spec := gateway.SourceSpec{Verify: s.verifyConfig(), EventID: s.EventID, Destinations: len(s.Destinations)}
+	spec := gateway.SourceSpec{Verify: s.verifyConfig(), EventID: s.EventID, EventType: s.EventType, Destinations: len(s.Destinations)}
 	if s.Order != nil {
 		spec.OrderEntity, spec.OrderVersion = s.Order.Entity, s.Order.Version
 	}

@@ -211,8 +211,12 @@ func printEvent(w io.Writer, d dedupe.EventDetail) error {
 		}
 		return t.UTC().Format(time.DateTime)
 	}
-	fmt.Fprintf(w, "event       %s / %s\nstate       %s\nreceived    %s (last %s)\ndeliveries  %d\nhanded off  %s\ncontent     %s, %d bytes\n",
-		d.Source, d.ExternalID, d.State, ts(&d.ReceivedAt), ts(&d.LastReceivedAt), d.Deliveries, handedOff(d.EventSummary),
+	evType := d.EventType
+	if evType == "" {
+		evType = "(unknown)"
+	}
+	fmt.Fprintf(w, "event       %s / %s\ntype        %s\nstate       %s\nreceived    %s (last %s)\ndeliveries  %d\nhanded off  %s\ncontent     %s, %d bytes\n",
+		d.Source, d.ExternalID, evType, d.State, ts(&d.ReceivedAt), ts(&d.LastReceivedAt), d.Deliveries, handedOff(d.EventSummary),
 		d.ContentType, d.PayloadBytes)
 	fmt.Fprintln(w, "\nruns:")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)

@@ -54,12 +54,14 @@ type eventDetailJSON struct {
 	Headers json.RawMessage `json:"headers"`
 	// Payload is the raw body when it is UTF-8 text; PayloadBase64
 	// otherwise.
-	Payload       *string       `json:"payload,omitempty"`
-	PayloadBase64 string        `json:"payload_base64,omitempty"`
-	OrderEntity   string        `json:"order_entity,omitempty"`
-	OrderVersion  string        `json:"order_version,omitempty"`
-	Runs          []runJSON     `json:"runs"`
-	Attempts      []attemptJSON `json:"attempts"`
+	Payload       *string `json:"payload,omitempty"`
+	PayloadBase64 string  `json:"payload_base64,omitempty"`
+	// EventType is the event's type; null when the sender gave none.
+	EventType    *string       `json:"event_type"`
+	OrderEntity  string        `json:"order_entity,omitempty"`
+	OrderVersion string        `json:"order_version,omitempty"`
+	Runs         []runJSON     `json:"runs"`
+	Attempts     []attemptJSON `json:"attempts"`
 }
 
 type runJSON struct {
@@ -102,6 +104,9 @@ func toDetailJSON(d dedupe.EventDetail) eventDetailJSON {
 		OrderVersion: d.OrderVersion,
 		Runs:         []runJSON{},
 		Attempts:     []attemptJSON{},
+	}
+	if d.EventType != "" {
+		out.EventType = &d.EventType
 	}
 	if utf8.Valid(d.Payload) {
 		s := string(d.Payload)

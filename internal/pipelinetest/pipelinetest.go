@@ -39,8 +39,13 @@ type SourceSpec struct {
 	Verify verify.Config
 	// EventID is the event id spec; "" means the scheme's default.
 	EventID string
+	// EventType is the event type spec; "" means the scheme's default.
+	EventType string
 	// Destinations maps destination names to URLs.
 	Destinations map[string]string
+	// Tune, when set, adjusts each destination before defaults are
+	// applied (forwarded headers, filter).
+	Tune func(d *jobs.Destination)
 }
 
 // Options adjust the pipeline.
@@ -120,7 +125,11 @@ func Start(t testing.TB, opts Options) *Pipeline {
 	for _, spec := range specs {
 		routes[spec.Name] = map[string]jobs.Destination{}
 		for name, url := range spec.Destinations {
-			routes[spec.Name][name] = jobs.Destination{Name: name, URL: url, Timeout: 5 * time.Second, MaxAttempts: opts.MaxAttempts}.WithDefaults()
+			d := jobs.Destination{Name: name, URL: url, Timeout: 5 * time.Second, MaxAttempts: opts.MaxAttempts}
+			if spec.Tune != nil {
+				spec.Tune(&d)
+			}
+			routes[spec.Name][name] = d.WithDefaults()
 		}
 	}
 
@@ -140,7 +149,7 @@ func Start(t testing.TB, opts Options) *Pipeline {
 		if vcfg.Scheme == verify.SchemeTwilio && vcfg.PublicURL == "" {
 			vcfg.PublicURL = baseURL + "/webhooks/" + spec.Name
 		}
-		ss := gateway.SourceSpec{Verify: vcfg, EventID: spec.EventID, Destinations: len(routes[spec.Name])}
+		ss := gateway.SourceSpec{Verify: vcfg, EventID: spec.EventID, EventType: spec.EventType, Destinations: len(routes[spec.Name])}
 		if opts.OrderEntity != "" {
 			ss.OrderEntity, ss.OrderVersion = opts.OrderEntity, opts.OrderVersion
 		}
