@@ -234,7 +234,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 	}
 	var (
 		rec     recorder
-		handoff interface{ Notify(string, string) }
+		handoff interface{ Notify(string, string, string) }
 	)
 	if cfg.Roles.Gateway {
 		for name, s := range cfg.Sources {

@@ -34,6 +34,9 @@ type EventFilter struct {
 	// needed to tell "queued" (some destination has no run yet) from the
 	// rest. A source missing from the map counts one destination.
 	Destinations map[string]int
+	// Filters are the destinations that filter their source's events by
+	// type: an event's state does not count those that do not want it.
+	Filters []DestinationFilter
 	// Cursor continues a listing after the last event of a previous page
 	// ([EventPage.Next]). Empty starts with the newest event.
 	Cursor string
@@ -100,8 +103,10 @@ func scanBudget(limit int) int {
 type eventQuery struct {
 	args  []any
 	where []string
-	// dests is the number of destinations per source, for states.
-	dests map[string]int
+	// dests is the number of destinations per source, for states, and
+	// filters those that filter by type.
+	dests   map[string]int
+	filters []DestinationFilter
 }
 
 // keyset is a listing position: after (received_at, source, external_id)
@@ -119,7 +124,7 @@ func (q *eventQuery) arg(v any) string {
 // newEventQuery starts a statement with the conditions f sets, and the
 // position after (nil: from the newest event).
 func newEventQuery(f EventFilter, after *keyset) *eventQuery {
-	q := &eventQuery{dests: f.Destinations}
+	q := &eventQuery{dests: f.Destinations, filters: f.Filters}
 	if f.Source != "" {
 		q.where = append(q.where, "e.source = "+q.arg(f.Source))
 	}
@@ -171,11 +176,17 @@ func (q *eventQuery) withStateSQL(scan string) string {
 		srcs = append(srcs, s)
 		counts = append(counts, int32(n))
 	}
+	filtersCTE, unwanted := "", ""
+	if len(q.filters) > 0 {
+		fs, fd, fp := filterRows(q.filters)
+		filtersCTE = `, filters AS (SELECT * FROM unnest(` + q.arg(fs) + `::text[], ` + q.arg(fd) + `::text[], ` + q.arg(fp) + `::text[]) AS f(source, destination, pattern))`
+		unwanted = " - " + unwantedSQL("e.source", "e.external_id")
+	}
 	return `
-WITH dests AS (SELECT * FROM unnest(` + q.arg(srcs) + `::text[], ` + q.arg(counts) + `::int[]) AS d(source, n))
+WITH dests AS (SELECT * FROM unnest(` + q.arg(srcs) + `::text[], ` + q.arg(counts) + `::int[]) AS d(source, n))` + filtersCTE + `
 SELECT e.*, st.handed_off, st.statuses,
        webhookd_event_state(st.handed_off, e.recorded_only, st.statuses,
-                            COALESCE((SELECT d.n FROM dests d WHERE d.source = e.source), 1)) AS state
+                            COALESCE((SELECT d.n FROM dests d WHERE d.source = e.source), 1)` + unwanted + `) AS state
 FROM (` + scan + `) e
 CROSS JOIN LATERAL (SELECT NOT ` + outboxHasSQL("e.source", "e.external_id") + ` AS handed_off,
                            ` + latestRunStatusesSQL("e.source", "e.external_id") + ` AS statuses) st`
@@ -442,9 +453,10 @@ SELECT * FROM (
 
 // GetEvent returns the event with its runs and attempt log, or
 // ErrNotFound. destinations is the number of configured destinations of
-// the event's source (for its state); 0 counts as 1. It returns
+// the event's source (for its state); 0 counts as 1. filters are the
+// destinations that filter by type (EventFilter.Filters). It returns
 // ErrTooSlow past AdminStatementTimeout.
-func (s *Store) GetEvent(ctx context.Context, source, externalID string, destinations int) (EventDetail, error) {
+func (s *Store) GetEvent(ctx context.Context, source, externalID string, destinations int, filters ...DestinationFilter) (EventDetail, error) {
 	var d EventDetail
 	err := s.adminTx(ctx, false, func(tx pgx.Tx) error {
 		d = EventDetail{}
@@ -454,7 +466,7 @@ func (s *Store) GetEvent(ctx context.Context, source, externalID string, destina
 			return err
 		}
 		d.Headers = []byte(headers)
-		q := newEventQuery(EventFilter{Source: source, Destinations: map[string]int{source: max(destinations, 1)}}, nil)
+		q := newEventQuery(EventFilter{Source: source, Destinations: map[string]int{source: max(destinations, 1)}, Filters: filters}, nil)
 		q.where = append(q.where, "e.external_id = "+q.arg(externalID))
 		rows, err := tx.Query(ctx, q.withStateSQL(q.scanSQL(summaryColumns, "1")), q.args...)
 		if err != nil {

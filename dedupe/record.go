@@ -28,6 +28,9 @@ type Event struct {
 	// Destinations is the number of destinations of the source, for the
 	// state a repeat reports. 0 counts as 1.
 	Destinations int
+	// Unwanted is how many of them filter the event out by its type (no
+	// run is made for them): they do not count for its state.
+	Unwanted int
 	// ContentDigest, when set, is the digest of what the delivery's
 	// signature covers (verify.SignedDigest). A delivery whose digest an
 	// event of the source recorded under another id within that event's
@@ -70,7 +73,7 @@ type eventColumns struct {
 	sources, externalIDs, eventTypes, contentTypes, headers, entities, versions []string
 	payloads                                                                    [][]byte
 	// copies counts each event's copies (RecordBatch); destinations is the
-	// number of destinations of its source.
+	// number of destinations of its source that want it.
 	copies, destinations []int32
 	// digests and windows are the events' signed content digests (nil
 	// when unset) and their windows in milliseconds; signed is true when
@@ -94,7 +97,7 @@ func (c *eventColumns) add(ev *Event) {
 	c.entities = append(c.entities, ev.OrderEntity)
 	c.versions = append(c.versions, ev.OrderVersion)
 	c.copies = append(c.copies, 1)
-	c.destinations = append(c.destinations, int32(ev.Destinations))
+	c.destinations = append(c.destinations, int32(max(ev.Destinations, 1)-ev.Unwanted))
 	c.digests = append(c.digests, ev.ContentDigest)
 	c.windows = append(c.windows, ev.ContentWindow.Milliseconds())
 	c.signed = c.signed || ev.ContentDigest != nil

@@ -5,11 +5,18 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway"
+	"github.com/webhookd/webhookd/gateway/verify"
+	"github.com/webhookd/webhookd/internal/glob"
 	"github.com/webhookd/webhookd/internal/pipelinetest"
+	"github.com/webhookd/webhookd/jobs"
 )
 
 // recorder is a destination that keeps every call's headers by key.
@@ -102,6 +109,219 @@ func TestEventType(t *testing.T) {
 		}
 		if n := p.Schema.Int(t, `SELECT count(*) FROM events WHERE external_id = $1`, id); n != 0 {
 			t.Errorf("%s: %d events recorded, want 0", name, n)
+		}
+	}
+}
+
+// TestFilter: a destination whose filter the event's type matches none of
+// makes no run (neither the relay nor the reconciler writes its task, and
+// the reconciler still settles the event), and does not hold the event's
+// state open: the repeat's answer, the detail and the list say done. An
+// event without a type goes only to destinations without a filter; an
+// event no destination wants is done once handed off.
+func TestFilter(t *testing.T) {
+	t.Parallel()
+	dest := newRecorder(t)
+	filters := map[string][]string{"charges": {"charge.*"}, "payouts": {"payout.paid", "payout.fail*"}}
+	tune := func(d *jobs.Destination) {
+		if f, ok := filters[d.Name]; ok {
+			var err error
+			if d.Filter, err = glob.CompileFilter(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	stripe := verify.Config{Scheme: verify.SchemeStripe, Secrets: []string{pipelinetest.Secret}}
+	p := pipelinetest.Start(t, pipelinetest.Options{Sources: []pipelinetest.SourceSpec{
+		{Name: "stripe", Verify: stripe, Tune: tune, Destinations: map[string]string{"all": dest.URL, "charges": dest.URL, "payouts": dest.URL}},
+		{Name: "picky", Verify: stripe, Tune: tune, Destinations: map[string]string{"payouts": dest.URL}},
+	}})
+	send := func(source, id, typ string) (int, []byte) {
+		body := fmt.Appendf(nil, `{"id":%q,"type":%q}`, id, typ)
+		if typ == "" {
+			body = fmt.Appendf(nil, `{"id":%q}`, id)
+		}
+		h, _, err := verify.Sign(stripe, body, time.Now(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Post(t, "/webhooks/"+source, h, body)
+	}
+	cases := []struct {
+		source, id, typ string
+		expectRuns      []string
+	}{
+		{"stripe", "evt_charge", "charge.refunded", []string{"all", "charges"}},
+		{"stripe", "evt_payout", "payout.failed", []string{"all", "payouts"}},
+		{"stripe", "evt_other", "invoice.paid", []string{"all"}},
+		{"stripe", "evt_untyped", "", []string{"all"}},
+		{"picky", "evt_unwanted", "invoice.paid", nil},
+	}
+	for _, c := range cases {
+		if code, answer := send(c.source, c.id, c.typ); code != http.StatusAccepted {
+			t.Fatalf("%s: %d %s", c.id, code, answer)
+		}
+	}
+	ctx := context.Background()
+	for _, c := range cases {
+		for _, d := range c.expectRuns {
+			dest.first(t, c.source+":"+d+":"+c.id)
+		}
+	}
+	// Past the reconciler's minimum age and a few of its passes: it has
+	// looked at every event by now.
+	pipelinetest.Eventually(t, 10*time.Second, "an empty outbox", func() bool {
+		return p.Schema.Int(t, `SELECT count(*) FROM event_outbox`) == 0
+	})
+	time.Sleep(time.Second)
+	routes := p.Routes
+	for _, c := range cases {
+		var runs []string
+		if err := p.Schema.Pool.QueryRow(ctx, `SELECT COALESCE(array_agg(destination ORDER BY destination), '{}') FROM job_runs WHERE source = $1 AND external_id = $2`,
+			c.source, c.id).Scan(&runs); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(runs) != fmt.Sprint(c.expectRuns) && !(len(runs) == 0 && len(c.expectRuns) == 0) {
+			t.Errorf("%s (%q): runs for %v, want %v", c.id, c.typ, runs, c.expectRuns)
+		}
+		for name := range routes[c.source] {
+			if want := slices.Contains(c.expectRuns, name); !want && dest.count(c.source+":"+name+":"+c.id) > 0 {
+				t.Errorf("%s (%q): destination %s was called", c.id, c.typ, name)
+			}
+		}
+		_, answer := send(c.source, c.id, c.typ)
+		if !strings.Contains(string(answer), `"state":"done"`) {
+			t.Errorf("%s: repeat answered %s, want state done", c.id, answer)
+		}
+		d, err := p.Store.GetEvent(ctx, c.source, c.id, len(routes[c.source]), routes.DestinationFilters()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.State != "done" {
+			t.Errorf("%s: detail state %s, want done", c.id, d.State)
+		}
+	}
+	page, err := p.Store.ListEvents(ctx, dedupe.EventFilter{Destinations: routes.DestinationCounts(), Filters: routes.DestinationFilters()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range page.Events {
+		if e.State != "done" {
+			t.Errorf("list: %s/%s is %s, want done", e.Source, e.ExternalID, e.State)
+		}
+	}
+}
+
+// TestForwardedHeaders: per scheme, a destination gets the sender's
+// headers that say what the event is, never the signature or the hop's
+// credentials, unless forward_headers names them (then as they came,
+// while the admin detail still shows them masked). Through a real
+// worker calling a real HTTP destination.
+func TestForwardedHeaders(t *testing.T) {
+	t.Parallel()
+	dest := newRecorder(t)
+	named := []string{"X-Request-Id", "Authorization", "x-hub-signature-256"}
+	tune := func(d *jobs.Destination) {
+		if d.Name == "named" {
+			d.ForwardHeaders = named
+		}
+	}
+	gh := verify.Config{Scheme: verify.SchemeGitHub, Secrets: []string{"gh-secret"}}
+	shop := verify.Config{Scheme: verify.SchemeShopify, Secrets: []string{"shpss_secret"}}
+	p := pipelinetest.Start(t, pipelinetest.Options{Sources: []pipelinetest.SourceSpec{
+		{Name: "github", Verify: gh, Tune: tune, Destinations: map[string]string{"plain": dest.URL, "named": dest.URL}},
+		{Name: "shopify", Verify: shop, Destinations: map[string]string{"plain": dest.URL}},
+	}})
+	hop := map[string]string{
+		"Authorization": "Bearer hop-credential", "Cookie": "session=hop-cookie",
+		"X-Request-Id": "req-1", "X-Other": "not forwarded",
+	}
+	cases := []struct {
+		source   string
+		cfg      verify.Config
+		id       string
+		sender   map[string]string
+		expectID string
+		// expectType is the event type, from the scheme's default.
+		expectType string
+		signature  string
+	}{
+		{
+			source: "github", cfg: gh, id: "d0e1-delivery",
+			sender: map[string]string{
+				"X-GitHub-Event": "pull_request", "X-GitHub-Hook-ID": "4242",
+				"X-GitHub-Hook-Installation-Target-ID": "77", "X-GitHub-Hook-Installation-Target-Type": "repository",
+			},
+			expectID: "d0e1-delivery", expectType: "pull_request", signature: "X-Hub-Signature-256",
+		},
+		{
+			source: "shopify", cfg: shop, id: "evt-shop-1",
+			sender: map[string]string{
+				"X-Shopify-Topic": "orders/create", "X-Shopify-Shop-Domain": "x.myshopify.com", "X-Shopify-API-Version": "2025-01",
+				"X-Shopify-Triggered-At": "2026-12-03T10:00:00Z",
+			},
+			expectID: "evt-shop-1", expectType: "orders/create", signature: "X-Shopify-Hmac-Sha256",
+		},
+	}
+	for _, c := range cases {
+		body := []byte(`{"action":"opened","id":1}`)
+		h, _, err := verify.Sign(c.cfg, body, time.Now(), c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range c.sender {
+			h.Set(k, v)
+		}
+		for k, v := range hop {
+			h.Set(k, v)
+		}
+		if code, answer := p.Post(t, "/webhooks/"+c.source, h, body); code != http.StatusAccepted {
+			t.Fatalf("%s: %d %s", c.source, code, answer)
+		}
+		got := dest.first(t, c.source+":plain:"+c.expectID)
+		want := map[string]string{"Webhookd-Event-Type": c.expectType, "Webhookd-Event-Id": c.expectID}
+		for k, v := range c.sender {
+			want[k] = v
+		}
+		for _, k := range verify.SchemeDefaults(c.cfg.Scheme).ForwardedHeaders {
+			if _, ok := want[k]; !ok {
+				want[k] = h.Get(k) // the id headers Sign set
+			}
+		}
+		for k, v := range want {
+			if got.Get(k) != v || v == "" {
+				t.Errorf("%s: %s = %q, want %q", c.source, k, got.Get(k), v)
+			}
+		}
+		for _, k := range []string{c.signature, "Authorization", "Cookie", "X-Request-Id", "X-Other"} {
+			if got.Values(k) != nil {
+				t.Errorf("%s: %s forwarded (%q) without being named", c.source, k, got.Get(k))
+			}
+		}
+		if c.source != "github" {
+			continue
+		}
+		got = dest.first(t, "github:named:"+c.expectID)
+		for _, k := range named {
+			if got.Get(k) == "" || got.Get(k) != h.Get(k) {
+				t.Errorf("named: %s = %q, want %q as sent", k, got.Get(k), h.Get(k))
+			}
+		}
+		if got.Values("Cookie") != nil || got.Values("X-Other") != nil {
+			t.Errorf("named: Cookie or X-Other forwarded without being named")
+		}
+		d, err := p.Store.GetEvent(context.Background(), "github", c.expectID, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shown := string(gateway.MaskHeaders(d.Headers))
+		for _, secret := range []string{"hop-credential", h.Get(c.signature)} {
+			if strings.Contains(shown, secret) {
+				t.Errorf("the event's headers as shown hold %q: %s", secret, shown)
+			}
+		}
+		if strings.Contains(string(d.Headers), "hop-cookie") {
+			t.Errorf("Cookie stored although no destination forwards it: %s", d.Headers)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
+	"github.com/webhookd/webhookd/internal/glob"
 	"github.com/webhookd/webhookd/jobs"
 )
 
@@ -125,7 +126,7 @@ func (s *Server) ingest(c echo.Context) error {
 	if rec.Pending && s.handoff != nil {
 		// Also for a repeat: a hand-off cut short by a crash or a
 		// cancelled request is retried now instead of at the next scan.
-		s.handoff.Notify(name, id)
+		s.handoff.Notify(name, id, ev.EventType)
 	}
 	if rec.CopyOf != "" {
 		// A copy of a recorded delivery under another id (the id is not
@@ -159,7 +160,7 @@ func newEvent(name string, src Source, h http.Header, body []byte) (dedupe.Event
 	if err != nil {
 		return dedupe.Event{}, err
 	}
-	headers, err := storedHeaders(h, src.SignatureHeader)
+	headers, err := storedHeaders(h, src.SignatureHeader, src.ForwardHeaders)
 	if err != nil {
 		return dedupe.Event{}, err
 	}
@@ -171,6 +172,7 @@ func newEvent(name string, src Source, h http.Header, body []byte) (dedupe.Event
 		Source:       name,
 		ExternalID:   id,
 		EventType:    eventType,
+		Unwanted:     unwanted(src.Filters, eventType),
 		ContentType:  ct,
 		Headers:      headers,
 		Payload:      body,
@@ -209,6 +211,17 @@ func extractEventType(src Source, h http.Header, body []byte) (string, error) {
 	default:
 		return "", nil
 	}
+}
+
+// unwanted counts the filters that do not want an event of eventType.
+func unwanted(filters []glob.Filter, eventType string) int {
+	n := 0
+	for _, f := range filters {
+		if !f.Wants(eventType) {
+			n++
+		}
+	}
+	return n
 }
 
 // readBody reads the body once, refusing more than limit bytes.

@@ -26,7 +26,7 @@ func (r benchRecorder) Record(context.Context, dedupe.Event) (dedupe.Recorded, e
 
 type benchHandoff struct{}
 
-func (benchHandoff) Notify(string, string) {}
+func (benchHandoff) Notify(string, string, string) {}
 
 // benchBody is a reusable request body.
 type benchBody struct{ bytes.Reader }

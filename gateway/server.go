@@ -25,7 +25,7 @@ type recorder interface {
 
 // handoff takes committed events to the queue; *jobs.Relay satisfies it.
 type handoff interface {
-	Notify(source, eventID string)
+	Notify(source, eventID, eventType string)
 }
 
 // Check is a readiness check: nil when the dependency answers.

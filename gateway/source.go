@@ -6,6 +6,7 @@ import (
 
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
+	"github.com/webhookd/webhookd/internal/glob"
 )
 
 // Source is one configured sender, ready to receive.
@@ -29,6 +30,16 @@ type Source struct {
 	OrderEntity, OrderVersion *eventid.Extractor
 	// Destinations is how many destinations the source has (for states).
 	Destinations int
+	// ForwardHeaders are the canonical names of the headers the source's
+	// destinations forward by name (forward_headers): stored as they came,
+	// even a credential or a signature, since they are forwarded from
+	// what is stored.
+	ForwardHeaders []string
+	// Filters are the filters of the source's destinations that filter by
+	// event type, one per such destination: an event whose type one of
+	// them does not want gets no run there, and its state counts one
+	// destination less.
+	Filters []glob.Filter
 	// ContentWindow, when positive, turns on the guard against copies of
 	// a signed delivery under another event id: a delivery whose signed
 	// content (verify.SignedDigest) an event recorded within this window

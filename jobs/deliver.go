@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,6 +59,52 @@ type storedResult struct {
 // headersOfNote are the answer headers kept in the stored result.
 var headersOfNote = []string{"Content-Type", "Location", "Idempotency-Key", "Idempotent-Replayed", "X-Request-Id", "Request-Id", "Etag"}
 
+// ReservedHeader reports whether the destination call sets the header
+// itself, so forward_headers may not name it: the key, the Webhookd-*
+// headers, the Standard Webhooks signature headers, tracing, and what
+// HTTP itself owns.
+func ReservedHeader(name string) bool {
+	lower := strings.ToLower(name)
+	switch lower {
+	case "idempotency-key", "content-type", "content-length", "host", "user-agent", "connection",
+		"transfer-encoding", "te", "trailer", "upgrade", "keep-alive", "proxy-connection",
+		"traceparent", "tracestate", "webhook-id", "webhook-timestamp", "webhook-signature":
+		return true
+	}
+	return strings.HasPrefix(lower, "webhookd-")
+}
+
+// ForwardedHeaders is what a destination of a source of scheme forwards
+// (Destination.ForwardHeaders): the scheme's headers
+// (verify.SchemeDefaults) and its own forward_headers, canonical, once
+// each.
+func ForwardedHeaders(scheme string, named []string) []string {
+	var out []string
+	for _, name := range append(slices.Clone(verify.SchemeDefaults(scheme).ForwardedHeaders), named...) {
+		if name = http.CanonicalHeaderKey(name); !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// forwardHeaders sets on req the headers of stored (the event's stored
+// headers, a JSON object of value lists) that names lists.
+func forwardHeaders(req http.Header, stored []byte, names []string) {
+	if len(names) == 0 || len(stored) == 0 {
+		return
+	}
+	var h http.Header
+	if json.Unmarshal(stored, &h) != nil {
+		return
+	}
+	for _, name := range names {
+		if vs := h.Values(name); len(vs) > 0 && !ReservedHeader(name) {
+			req[http.CanonicalHeaderKey(name)] = vs
+		}
+	}
+}
+
 // callRequest is one call of a key to a destination.
 type callRequest struct {
 	dest        Destination
@@ -67,8 +114,10 @@ type callRequest struct {
 	eventType   string
 	call        int
 	contentType string
-	body        []byte
-	now         time.Time
+	// headers are the event's stored request headers (JSON).
+	headers []byte
+	body    []byte
+	now     time.Time
 }
 
 // callDestination POSTs the event to the destination and classifies the
@@ -82,6 +131,7 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 	if err != nil {
 		return callResult{outcome: dedupe.OutcomePermanent, err: "invalid destination request: " + describeCallError(err, r.dest.URL)}
 	}
+	forwardHeaders(req.Header, r.headers, r.dest.ForwardHeaders)
 	if r.contentType != "" {
 		req.Header.Set("Content-Type", r.contentType)
 	}

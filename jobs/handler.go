@@ -11,6 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/internal/glob"
 )
 
 // runStore is what the handler needs from dedupe.Store.
@@ -32,6 +33,33 @@ func (r Routes) DestinationCounts() map[string]int {
 		m[source] = len(dests)
 	}
 	return m
+}
+
+// DestinationFilters returns the destinations that filter by event type,
+// with their patterns as SQL LIKE patterns (what dedupe's event states
+// need to leave out the destinations an event is not for).
+func (r Routes) DestinationFilters() []dedupe.DestinationFilter {
+	var out []dedupe.DestinationFilter
+	for source, dests := range r {
+		for name, d := range dests {
+			if d.Filter != nil {
+				out = append(out, dedupe.DestinationFilter{Source: source, Destination: name, Like: d.Filter.Like()})
+			}
+		}
+	}
+	return out
+}
+
+// SourceFilters returns the filters of source's destinations that filter
+// by event type (gateway.Source.Filters).
+func (r Routes) SourceFilters(source string) []glob.Filter {
+	var out []glob.Filter
+	for _, d := range r[source] {
+		if d.Filter != nil {
+			out = append(out, d.Filter)
+		}
+	}
+	return out
 }
 
 // HandlerConfig configures the deliver handler.
@@ -146,6 +174,7 @@ func (h *Handler) Deliver(ctx context.Context, p DeliverPayload) error {
 			eventType:   claim.Event.EventType,
 			call:        claim.Call,
 			contentType: claim.Event.ContentType,
+			headers:     claim.Event.Headers,
 			body:        claim.Event.Payload,
 			now:         h.cfg.Now(),
 		})

@@ -62,11 +62,12 @@ func NewRelay(enqueuer *Enqueuer, cfg RelayConfig) *Relay {
 	}
 }
 
-// Notify asks for a just-committed event to be enqueued. It never blocks:
-// when the fast path is full the event is left to the reconciler.
-func (r *Relay) Notify(source, eventID string) {
+// Notify asks for a just-committed event of type eventType ("" when
+// unknown) to be enqueued. It never blocks: when the fast path is full the
+// event is left to the reconciler.
+func (r *Relay) Notify(source, eventID, eventType string) {
 	select {
-	case r.fast <- dedupe.EventRef{Source: source, ExternalID: eventID}:
+	case r.fast <- dedupe.EventRef{Source: source, ExternalID: eventID, EventType: eventType}:
 	default:
 	}
 }

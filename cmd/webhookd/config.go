@@ -3,10 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,12 +16,14 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/hibiken/asynq"
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/webhookd/webhookd"
 	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/gateway/admin"
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
+	"github.com/webhookd/webhookd/internal/glob"
 	"github.com/webhookd/webhookd/jobs"
 )
 
@@ -137,6 +141,11 @@ type destConf struct {
 	RateLimit   string       `yaml:"rate_limit"`
 	Concurrency int          `yaml:"concurrency"`
 	Circuit     *circuitConf `yaml:"circuit"`
+	// Filter lists the event types (globs) the destination wants; unset
+	// wants every event.
+	Filter []string `yaml:"filter"`
+	// ForwardHeaders are request headers forwarded besides the scheme's.
+	ForwardHeaders []string `yaml:"forward_headers"`
 }
 
 // circuitConf is a destination's circuit breaker; failures: 0 turns it
@@ -467,6 +476,23 @@ func (c *config) validate() error {
 					return c.fieldError("must not be negative (0 turns the circuit off)", "sources", i, "destinations", j, "circuit", "failures")
 				}
 			}
+			for k, name := range d.ForwardHeaders {
+				switch {
+				case !httpguts.ValidHeaderFieldName(name):
+					return c.fieldError(fmt.Sprintf("%q is not a header name", name), "sources", i, "destinations", j, "forward_headers", k)
+				case jobs.ReservedHeader(name):
+					return c.fieldError(fmt.Sprintf("%s is set by webhookd itself and cannot be forwarded", name), "sources", i, "destinations", j, "forward_headers", k)
+				}
+			}
+			if d.Filter != nil {
+				if _, err := glob.CompileFilter(d.Filter); err != nil {
+					return c.fieldError(err.Error(), "sources", i, "destinations", j, "filter")
+				}
+				if s.EventType == "" && verify.SchemeDefaults(s.Verify.Scheme).EventType == "" {
+					return c.fieldError(fmt.Sprintf("source %s has no event type (scheme %s names none): set its event_type, or every event would be filtered out",
+						s.Name, s.Verify.Scheme), "sources", i, "destinations", j, "filter")
+				}
+			}
 			if d.SigningSecret != "" {
 				if err := (verify.Config{Scheme: verify.SchemeStandard, Secrets: []string{d.SigningSecret}}).Validate(); err != nil {
 					return c.fieldError("must be a Standard Webhooks secret, whsec_ followed by base64", "sources", i, "destinations", j, "signing_secret")
@@ -653,6 +679,8 @@ func (c *config) routes() jobs.Routes {
 				SigningSecret: d.SigningSecret,
 				Concurrency:   d.Concurrency,
 			}
+			dest.Filter, _ = glob.CompileFilter(d.Filter) // validated
+			dest.ForwardHeaders = jobs.ForwardedHeaders(s.Verify.Scheme, d.ForwardHeaders)
 			if d.RateLimit != "" {
 				rate, _ := parseRate(d.RateLimit) // validated
 				dest.Rate = &rate
@@ -688,6 +716,14 @@ func (c *config) gatewaySources() (map[string]gateway.Source, error) {
 			return nil, err
 		}
 		src.ContentWindow = s.contentWindow(c.Retention.std())
+		src.Filters = c.routes().SourceFilters(s.Name)
+		for _, d := range s.Destinations {
+			for _, name := range d.ForwardHeaders {
+				if name = http.CanonicalHeaderKey(name); !slices.Contains(src.ForwardHeaders, name) {
+					src.ForwardHeaders = append(src.ForwardHeaders, name)
+				}
+			}
+		}
 		out[s.Name] = src
 	}
 	return out, nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/webhookd/webhookd"
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/gateway/admin"
 	"github.com/webhookd/webhookd/jobs"
 	"github.com/webhookd/webhookd/migrations"
@@ -142,7 +143,7 @@ func eventsListCommand() *cobra.Command {
 // cliFilter builds an event filter from flags.
 func cliFilter(a *cli, source, state, since, until string) (dedupe.EventFilter, error) {
 	now := time.Now()
-	f := dedupe.EventFilter{Source: source, State: state, Destinations: a.cfg.routes().DestinationCounts()}
+	f := dedupe.EventFilter{Source: source, State: state, Destinations: a.cfg.routes().DestinationCounts(), Filters: a.cfg.routes().DestinationFilters()}
 	if state != "" && !strings.Contains(","+strings.Join(admin.States, ",")+",", ","+state+",") {
 		return f, fmt.Errorf("--state %q: want one of %s", state, strings.Join(admin.States, ", "))
 	}
@@ -174,7 +175,7 @@ func eventsShowCommand() *cobra.Command {
 					dests = len(s.Destinations)
 				}
 			}
-			d, err := a.store.GetEvent(cmd.Context(), args[0], args[1], dests)
+			d, err := a.store.GetEvent(cmd.Context(), args[0], args[1], dests, a.cfg.routes().DestinationFilters()...)
 			if err != nil {
 				return err
 			}
@@ -238,7 +239,7 @@ func printEvent(w io.Writer, d dedupe.EventDetail) error {
 		fmt.Fprintf(w, "  %s  %s  call %d  HTTP %d  %s  %s\n", at.CreatedAt.UTC().Format(time.DateTime), at.Key, at.Call, at.StatusCode, at.Duration, at.Summary())
 	}
 	fmt.Fprintln(w, "\nheaders:")
-	fmt.Fprintln(w, indentOr(d.Headers))
+	fmt.Fprintln(w, indentOr(gateway.MaskHeaders(d.Headers)))
 	fmt.Fprintln(w, "\npayload:")
 	if !utf8.Valid(d.Payload) {
 		fmt.Fprintf(w, "(binary, %d bytes)\n", len(d.Payload))

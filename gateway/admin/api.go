@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway"
 )
 
 // eventJSON is an event in the API's answers.
@@ -99,7 +100,7 @@ type attemptJSON struct {
 func toDetailJSON(d dedupe.EventDetail) eventDetailJSON {
 	out := eventDetailJSON{
 		eventJSON:    toEventJSON(d.EventSummary),
-		Headers:      json.RawMessage(d.Headers),
+		Headers:      json.RawMessage(gateway.MaskHeaders(d.Headers)),
 		OrderEntity:  d.OrderEntity,
 		OrderVersion: d.OrderVersion,
 		Runs:         []runJSON{},
@@ -141,6 +142,7 @@ func (a *Admin) filterFrom(c echo.Context) (dedupe.EventFilter, error) {
 		State:        c.QueryParam("state"),
 		Cursor:       c.QueryParam("cursor"),
 		Destinations: a.cfg.Routes.DestinationCounts(),
+		Filters:      a.cfg.Routes.DestinationFilters(),
 	}
 	if err := checkText(textInput{"source", f.Source, maxNameBytes}, textInput{"cursor", f.Cursor, maxCursorBytes}); err != nil {
 		return f, echo.NewHTTPError(http.StatusBadRequest, err.Error())
@@ -191,7 +193,7 @@ func (a *Admin) getEvent(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := a.events.GetEvent(c.Request().Context(), source, id, len(a.cfg.Routes[source]))
+	d, err := a.events.GetEvent(c.Request().Context(), source, id, len(a.cfg.Routes[source]), a.cfg.Routes.DestinationFilters()...)
 	if err != nil {
 		return httpError(err)
 	}

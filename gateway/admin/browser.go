@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway"
 )
 
 //go:embed templates/*.html
@@ -160,11 +161,11 @@ func (a *Admin) browseEvent(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := a.events.GetEvent(c.Request().Context(), source, id, len(a.cfg.Routes[source]))
+	d, err := a.events.GetEvent(c.Request().Context(), source, id, len(a.cfg.Routes[source]), a.cfg.Routes.DestinationFilters()...)
 	if err != nil {
 		return httpError(err)
 	}
-	data := eventPage{Event: d, Payload: showPayload(d.Payload), Headers: indentJSON(d.Headers), Flash: flashes[c.QueryParam("replayed")]}
+	data := eventPage{Event: d, Payload: showPayload(d.Payload), Headers: indentJSON(gateway.MaskHeaders(d.Headers)), Flash: flashes[c.QueryParam("replayed")]}
 	if c.QueryParam("error") != "" {
 		data.FlashError = "The replay was recorded but could not be enqueued (is Redis up?). Replay again without force."
 	}

@@ -109,9 +109,15 @@ func (a *Admin) replay(ctx context.Context, log *slog.Logger, req ReplayRequest)
 		}
 		dests = []string{req.Destination}
 	}
-	ev, err := a.events.GetEvent(ctx, req.Source, req.EventID, len(a.cfg.Routes[req.Source]))
+	ev, err := a.events.GetEvent(ctx, req.Source, req.EventID, len(a.cfg.Routes[req.Source]), a.cfg.Routes.DestinationFilters()...)
 	if err != nil {
 		return res, err
+	}
+	if req.Destination == "" {
+		// Every destination means every one that wants the event's
+		// type; a destination named on purpose is replayed whatever its
+		// filter says.
+		dests = slices.DeleteFunc(dests, func(d string) bool { return !a.cfg.Routes[req.Source][d].Filter.Wants(ev.EventType) })
 	}
 	latest := latestRuns(ev.Runs)
 	log = log.With(slog.String("source", req.Source), slog.String("event_id", req.EventID),
@@ -305,7 +311,7 @@ func (a *Admin) bulkReplayWith(ctx context.Context, log *slog.Logger, req BulkRe
 	}
 	f := dedupe.EventFilter{
 		Source: req.Source, State: req.State, Since: req.Since, Until: req.Until,
-		Destinations: a.cfg.Routes.DestinationCounts(), Cursor: req.Cursor, Limit: limit,
+		Destinations: a.cfg.Routes.DestinationCounts(), Filters: a.cfg.Routes.DestinationFilters(), Cursor: req.Cursor, Limit: limit,
 	}
 	matched, err := a.events.CountEvents(ctx, f)
 	if err != nil {

@@ -44,7 +44,8 @@ type SourceSpec struct {
 	// Destinations maps destination names to URLs.
 	Destinations map[string]string
 	// Tune, when set, adjusts each destination before defaults are
-	// applied (forwarded headers, filter).
+	// applied: its filter, and in ForwardHeaders its forward_headers
+	// (the scheme's are added after).
 	Tune func(d *jobs.Destination)
 }
 
@@ -129,6 +130,7 @@ func Start(t testing.TB, opts Options) *Pipeline {
 			if spec.Tune != nil {
 				spec.Tune(&d)
 			}
+			d.ForwardHeaders = jobs.ForwardedHeaders(spec.Verify.Scheme, d.ForwardHeaders)
 			routes[spec.Name][name] = d.WithDefaults()
 		}
 	}
@@ -156,6 +158,14 @@ func Start(t testing.TB, opts Options) *Pipeline {
 		src, err := gateway.NewSource(ss)
 		if err != nil {
 			t.Fatalf("source %s: %v", spec.Name, err)
+		}
+		src.Filters = routes.SourceFilters(spec.Name)
+		if spec.Tune != nil {
+			for name := range spec.Destinations {
+				d := jobs.Destination{Name: name}
+				spec.Tune(&d)
+				src.ForwardHeaders = append(src.ForwardHeaders, jobs.ForwardedHeaders("", d.ForwardHeaders)...)
+			}
 		}
 		sources[spec.Name] = src
 		vcfgs[spec.Name] = vcfg
