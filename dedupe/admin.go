@@ -414,6 +414,13 @@ type Attempt struct {
 	// hold); empty while calling, when unknown, and for calls logged
 	// before outcomes were named.
 	Outcome string
+	// Answer is what the destination answered (headers of note, the
+	// start of the body); empty without an answer and for calls logged
+	// before answers were kept (migration 0018).
+	Answer Answer
+	// RetryAt is when the next try was due after this call (a hold, or a
+	// failed attempt that left attempts), or nil.
+	RetryAt *time.Time
 }
 
 // Summary describes the call's outcome in a few words for people.
@@ -446,7 +453,7 @@ ORDER BY destination, generation`
 const eventAttemptsSQL = `
 SELECT * FROM (
     SELECT key, call, COALESCE(status_code, 0), succeeded, COALESCE(error, ''), duration_ms, created_at,
-           state, COALESCE(outcome, ''), id
+           state, COALESCE(outcome, ''), answer_headers::text, answer_body, COALESCE(answer_truncated, false), retry_at, id
     FROM delivery_attempts WHERE key = ANY($1::text[])
     ORDER BY id DESC LIMIT 500
 ) a ORDER BY id`
@@ -488,11 +495,16 @@ func (s *Store) GetEvent(ctx context.Context, source, externalID string, destina
 		}
 		d.Attempts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Attempt, error) {
 			var (
-				a  Attempt
-				ms float64
-				id int64
+				a       Attempt
+				ms      float64
+				id      int64
+				headers *string
 			)
-			err := row.Scan(&a.Key, &a.Call, &a.StatusCode, &a.Succeeded, &a.Error, &ms, &a.CreatedAt, &a.State, &a.Outcome, &id)
+			err := row.Scan(&a.Key, &a.Call, &a.StatusCode, &a.Succeeded, &a.Error, &ms, &a.CreatedAt, &a.State, &a.Outcome,
+				&headers, &a.Answer.Body, &a.Answer.Truncated, &a.RetryAt, &id)
+			if headers != nil {
+				a.Answer.Headers = []byte(*headers)
+			}
 			a.Duration = time.Duration(ms * float64(time.Millisecond))
 			return a, err
 		})

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -323,5 +324,68 @@ func TestForwardedHeaders(t *testing.T) {
 		if strings.Contains(string(d.Headers), "hop-cookie") {
 			t.Errorf("Cookie stored although no destination forwards it: %s", d.Headers)
 		}
+	}
+}
+
+// TestEveryAttemptKept: every call keeps what the destination answered,
+// failures as successes: status, headers of note, the first 4 KiB of the
+// body (cut, and marked so), the error, and when the next try is due.
+func TestEveryAttemptKept(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	big := strings.Repeat("é", 3000) // 6000 bytes, kept as bytes (bytea): the cut may split a rune
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.Header().Set("X-Not-Of-Note", "x")
+			w.Header().Set("X-Request-Id", "req-"+strings.Repeat("x", 300)) // kept up to 256 bytes
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = w.Write([]byte(big))
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("thanks"))
+	}))
+	t.Cleanup(dest.Close)
+	p := pipelinetest.Start(t, pipelinetest.Options{Destinations: map[string]string{"billing": dest.URL}})
+	if code, answer := p.Send(t, eventBody("evt_kept")); code != http.StatusAccepted {
+		t.Fatalf("%d %s", code, answer)
+	}
+	key := "stripe:billing:evt_kept"
+	pipelinetest.Eventually(t, 15*time.Second, "two finished calls", func() bool {
+		return p.Schema.Int(t, `SELECT count(*) FROM delivery_attempts WHERE key = $1 AND state = 'finished'`, key) == 2
+	})
+	rows, err := p.Schema.Pool.Query(context.Background(), `
+SELECT call, COALESCE(status_code, 0), COALESCE(error, ''), COALESCE(answer_headers::text, ''), answer_body, COALESCE(answer_truncated, false), retry_at IS NOT NULL AND retry_at > created_at
+FROM delivery_attempts WHERE key = $1 ORDER BY call`, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	type kept struct {
+		call, status int
+		err, headers string
+		body         []byte
+		truncated    bool
+		nextTry      bool
+	}
+	var got []kept
+	for rows.Next() {
+		var k kept
+		if err := rows.Scan(&k.call, &k.status, &k.err, &k.headers, &k.body, &k.truncated, &k.nextTry); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, k)
+	}
+	if len(got) != 2 {
+		t.Fatalf("%d attempts kept, want 2", len(got))
+	}
+	first, second := got[0], got[1]
+	if first.status != 502 || first.err == "" || len(first.body) != 4096 || string(first.body) != big[:4096] || !first.truncated || !first.nextTry ||
+		!strings.Contains(first.headers, `"X-Request-Id": "req-`+strings.Repeat("x", 252)+`"`) || strings.Contains(first.headers, "X-Not-Of-Note") {
+		t.Errorf("failed call kept as status %d, error %q, headers %s, %d body bytes (truncated %v), next try %v",
+			first.status, first.err, first.headers, len(first.body), first.truncated, first.nextTry)
+	}
+	if second.status != 200 || string(second.body) != "thanks" || second.truncated || second.nextTry || !strings.Contains(second.headers, "text/plain") {
+		t.Errorf("successful call kept as %+v", second)
 	}
 }

@@ -44,6 +44,8 @@ type callResult struct {
 	// label, when set, replaces the settlement's metric label and names
 	// the reason in its log line (a hold because the entity is busy).
 	label string
+	// answer is what the destination answered, kept with the call.
+	answer dedupe.Answer
 }
 
 // storedResult is the JSON shape of job_runs.result.
@@ -56,8 +58,62 @@ type storedResult struct {
 	DurationMS float64           `json:"duration_ms"`
 }
 
-// headersOfNote are the answer headers kept in the stored result.
-var headersOfNote = []string{"Content-Type", "Location", "Idempotency-Key", "Idempotent-Replayed", "X-Request-Id", "Request-Id", "Etag"}
+// headersOfNote are the answer headers kept with each call and in a done
+// run's result: what the answer is, when to come back, where it points,
+// and the ids a destination's operator looks its logs up by. Each value is
+// kept up to maxNoteBytes.
+var headersOfNote = []string{
+	"Content-Type", "Retry-After", "Location", "Idempotency-Key", "Idempotent-Replayed", "Etag",
+	"X-Request-Id", "Request-Id", "X-Correlation-Id", "X-Amzn-Requestid", "X-Amz-Request-Id", "Cf-Ray", "X-Github-Request-Id",
+}
+
+// maxNoteBytes bounds one kept header value.
+const maxNoteBytes = 256
+
+// notedHeaders returns the answer's headers of note, each value cut to
+// maxNoteBytes on a UTF-8 boundary and made valid text (no control
+// characters: jsonb refuses NUL), or nil when it has none.
+func notedHeaders(h http.Header) map[string]string {
+	var out map[string]string
+	for _, name := range headersOfNote {
+		v := h.Get(name)
+		if v == "" {
+			continue
+		}
+		v = strings.Map(func(r rune) rune {
+			if r < 0x20 || r == 0x7f {
+				return -1
+			}
+			return r
+		}, strings.ToValidUTF8(v, "\uFFFD"))
+		if len(v) > maxNoteBytes {
+			cut := maxNoteBytes
+			for cut > 0 && !utf8.RuneStart(v[cut]) {
+				cut--
+			}
+			v = v[:cut]
+		}
+		if out == nil {
+			out = make(map[string]string)
+		}
+		out[name] = v
+	}
+	return out
+}
+
+// keptAnswer is the answer as kept with its call: headers of note and the
+// first resultBodyLimit bytes of the body (body holds up to one more, to
+// tell a cut).
+func keptAnswer(h http.Header, body []byte) dedupe.Answer {
+	a := dedupe.Answer{Body: body}
+	if len(body) > resultBodyLimit {
+		a.Body, a.Truncated = body[:resultBodyLimit], true
+	}
+	if noted := notedHeaders(h); noted != nil {
+		a.Headers, _ = json.Marshal(noted)
+	}
+	return a
+}
 
 // ReservedHeader reports whether the destination call sets the header
 // itself, so forward_headers may not name it: the key, the Webhookd-*
@@ -169,7 +225,7 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, resultBodyLimit+1))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // let the connection be reused
 	d := time.Since(start)
-	out := callResult{called: true, statusCode: resp.StatusCode, duration: d}
+	out := callResult{called: true, statusCode: resp.StatusCode, duration: d, answer: keptAnswer(resp.Header, body)}
 
 	code := resp.StatusCode
 	retryAfter, hasRetryAfter := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
@@ -216,14 +272,7 @@ func encodeResult(resp *http.Response, body []byte, d time.Duration) []byte {
 	} else {
 		res.BodyBase64 = base64.StdEncoding.EncodeToString(body)
 	}
-	for _, h := range headersOfNote {
-		if v := resp.Header.Get(h); v != "" {
-			if res.Headers == nil {
-				res.Headers = make(map[string]string)
-			}
-			res.Headers[h] = v
-		}
-	}
+	res.Headers = notedHeaders(resp.Header)
 	b, _ := json.Marshal(res)
 	return b
 }

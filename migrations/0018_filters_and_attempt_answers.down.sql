@@ -1,6 +1,12 @@
 SET lock_timeout = '10s';
 SET statement_timeout = '5min';
 
+ALTER TABLE delivery_attempts
+    DROP COLUMN answer_headers,
+    DROP COLUMN answer_body,
+    DROP COLUMN answer_truncated,
+    DROP COLUMN retry_at;
+
 CREATE OR REPLACE FUNCTION webhookd_event_state(handed_off boolean, recorded_only boolean, statuses text[], destinations integer)
 RETURNS text LANGUAGE sql IMMUTABLE STRICT AS $$
 SELECT CASE

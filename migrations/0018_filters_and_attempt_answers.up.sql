@@ -20,3 +20,16 @@ SELECT CASE
     ELSE 'done'
 END
 $$;
+
+-- Every attempt kept (issue 12): what the destination answered, failures
+-- as successes, and when the next try is due. answer_headers holds the
+-- answer's headers of note (jobs: Content-Type, Retry-After, request ids;
+-- each value at most 256 bytes); answer_body its first 4 KiB as sent,
+-- answer_truncated whether there was more. Retention deletes these rows
+-- with their attempts. Columns without a default are added without
+-- rewriting the table.
+ALTER TABLE delivery_attempts
+    ADD COLUMN answer_headers jsonb,
+    ADD COLUMN answer_body bytea,
+    ADD COLUMN answer_truncated boolean,
+    ADD COLUMN retry_at timestamptz;

@@ -237,6 +237,22 @@ func printEvent(w io.Writer, d dedupe.EventDetail) error {
 	fmt.Fprintln(w, "\nattempts:")
 	for _, at := range d.Attempts {
 		fmt.Fprintf(w, "  %s  %s  call %d  HTTP %d  %s  %s\n", at.CreatedAt.UTC().Format(time.DateTime), at.Key, at.Call, at.StatusCode, at.Duration, at.Summary())
+		if at.RetryAt != nil {
+			fmt.Fprintf(w, "      next try  %s\n", ts(at.RetryAt))
+		}
+		if at.Answer.Headers != nil {
+			fmt.Fprintf(w, "      headers   %s\n", at.Answer.Headers)
+		}
+		if len(at.Answer.Body) > 0 {
+			body := string(at.Answer.Body)
+			if !utf8.Valid(at.Answer.Body) {
+				body = fmt.Sprintf("(binary, %d bytes)", len(at.Answer.Body))
+			}
+			if at.Answer.Truncated {
+				body += " … (cut at 4 KiB)"
+			}
+			fmt.Fprintf(w, "      body      %s\n", body)
+		}
 	}
 	fmt.Fprintln(w, "\nheaders:")
 	fmt.Fprintln(w, indentOr(gateway.MaskHeaders(d.Headers)))

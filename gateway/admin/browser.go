@@ -37,7 +37,14 @@ func parsePages() map[string]*template.Template {
 			}
 			return ""
 		},
-		"join":      strings.Join,
+		"join": strings.Join,
+		"answerBody": func(a dedupe.Answer) string {
+			s := showPayload(a.Body)
+			if a.Truncated {
+				s += "\n… (cut at 4 KiB)"
+			}
+			return s
+		},
 		"eventURL":  func(source, id string) string { return eventPageURL("", source, id, nil) },
 		"replayURL": func(source, id string) string { return eventPageURL("/replay", source, id, nil) },
 	}
