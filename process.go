@@ -242,7 +242,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 	var (
 		rec     recorder
 		handoff interface {
-			Notify(ctx context.Context, source, eventID string)
+			Notify(ctx context.Context, source, eventID, eventType string)
 		}
 	)
 	if cfg.Roles.Gateway {

@@ -84,6 +84,11 @@ type Claim struct {
 
 // StoredEvent is the part of a recorded event that a worker forwards.
 type StoredEvent struct {
+	// EventType is the event's type, or empty when unknown.
+	EventType string
+	// Headers is the JSON object of the request headers stored with the
+	// event (the forwarded ones are picked from it).
+	Headers []byte
 	// ContentType is the Content-Type the sender used.
 	ContentType string
 	// Payload is the raw body.
@@ -153,7 +158,7 @@ SELECT i.key,
        cur.result,
        COALESCE(c.lease_until, cur.held_until, cur.lease_until),
        e.content_type, e.payload, COALESCE(e.order_entity, ''), COALESCE(e.order_version, ''),
-       COALESCE(e.trace_parent, ''),
+       COALESCE(e.trace_parent, ''), COALESCE(e.event_type, ''), e.headers,
        (cur.source, cur.external_id, cur.destination, cur.generation)
            IS DISTINCT FROM (i.source, i.external_id, i.destination, i.generation)
 FROM input i
@@ -224,10 +229,12 @@ func (s *Store) claimBatch(ctx context.Context, reqs []ClaimRequest) ([]claimRes
 			entity  *string
 			version *string
 			tp      *string
+			evType  *string
+			headers []byte
 			foreign bool
 		)
 		if err := rows.Scan(&key, &claimed, &status, &c.Call, &c.Attempts, &result, &retryAt,
-			&ct, &payload, &entity, &version, &tp, &foreign); err != nil {
+			&ct, &payload, &entity, &version, &tp, &evType, &headers, &foreign); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("error reading claims: %w", err)
 		}
@@ -253,6 +260,8 @@ func (s *Store) claimBatch(ctx context.Context, reqs []ClaimRequest) ([]claimRes
 					OrderEntity:  *entity,
 					OrderVersion: *version,
 					TraceParent:  *tp,
+					EventType:    *evType,
+					Headers:      headers,
 				}
 			}
 		default:

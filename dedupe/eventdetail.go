@@ -77,6 +77,13 @@ type Attempt struct {
 	// hold); empty while calling, when unknown, and for calls logged
 	// before outcomes were named.
 	Outcome string
+	// Answer is what the destination answered (headers of note, the
+	// start of the body); empty without an answer and for calls logged
+	// before answers were kept (migration 0018).
+	Answer Answer
+	// RetryAt is when the next try was due after this call (a hold, or a
+	// failed attempt that left attempts), or nil.
+	RetryAt *time.Time
 }
 
 // Summary describes the call's outcome in a few words for people.
@@ -108,16 +115,17 @@ ORDER BY destination, generation`
 const eventAttemptsSQL = `
 SELECT * FROM (
     SELECT key, call, COALESCE(status_code, 0), succeeded, COALESCE(error, ''), duration_ms, created_at,
-           state, COALESCE(outcome, ''), id
+           state, COALESCE(outcome, ''), answer_headers::text, answer_body, COALESCE(answer_truncated, false), retry_at, id
     FROM delivery_attempts WHERE key = ANY($1::text[])
     ORDER BY id DESC LIMIT 500
 ) a ORDER BY id`
 
 // GetEvent returns the event with its runs and attempt log, or
 // ErrNotFound. destinations is the number of configured destinations of
-// the event's source (for its state); 0 counts as 1. It returns
+// the event's source (for its state); 0 counts as 1. filters are the
+// destinations that filter by type (EventFilter.Filters). It returns
 // ErrTooSlow past AdminStatementTimeout.
-func (s *Store) GetEvent(ctx context.Context, source, externalID string, destinations int) (EventDetail, error) {
+func (s *Store) GetEvent(ctx context.Context, source, externalID string, destinations int, filters ...DestinationFilter) (EventDetail, error) {
 	var d EventDetail
 	err := s.adminTx(ctx, false, func(tx pgx.Tx) error {
 		d = EventDetail{}
@@ -127,7 +135,7 @@ func (s *Store) GetEvent(ctx context.Context, source, externalID string, destina
 			return err
 		}
 		d.Headers = []byte(headers)
-		q := newEventQuery(EventFilter{Source: source, Destinations: map[string]int{source: max(destinations, 1)}}, nil)
+		q := newEventQuery(EventFilter{Source: source, Destinations: map[string]int{source: max(destinations, 1)}, Filters: filters}, nil)
 		q.where = append(q.where, "e.external_id = "+q.arg(externalID))
 		rows, err := tx.Query(ctx, q.withStateSQL(q.scanSQL(summaryColumns, "1")), q.args...)
 		if err != nil {
@@ -149,11 +157,16 @@ func (s *Store) GetEvent(ctx context.Context, source, externalID string, destina
 		}
 		d.Attempts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Attempt, error) {
 			var (
-				a  Attempt
-				ms float64
-				id int64
+				a       Attempt
+				ms      float64
+				id      int64
+				headers *string
 			)
-			err := row.Scan(&a.Key, &a.Call, &a.StatusCode, &a.Succeeded, &a.Error, &ms, &a.CreatedAt, &a.State, &a.Outcome, &id)
+			err := row.Scan(&a.Key, &a.Call, &a.StatusCode, &a.Succeeded, &a.Error, &ms, &a.CreatedAt, &a.State, &a.Outcome,
+				&headers, &a.Answer.Body, &a.Answer.Truncated, &a.RetryAt, &id)
+			if headers != nil {
+				a.Answer.Headers = []byte(*headers)
+			}
 			a.Duration = time.Duration(ms * float64(time.Millisecond))
 			return a, err
 		})

@@ -49,6 +49,9 @@ type EventFilter struct {
 	// needed to tell "queued" (some destination has no run yet) from the
 	// rest. A source missing from the map counts one destination.
 	Destinations map[string]int
+	// Filters are the destinations that filter their source's events by
+	// type: an event's state does not count those that do not want it.
+	Filters []DestinationFilter
 	// Cursor continues a listing from a previous page ([EventPage.Next]
 	// for older events, [EventPage.Prev] for newer ones). Empty starts
 	// with the newest event.
@@ -129,8 +132,10 @@ func scanBudget(limit int) int {
 type eventQuery struct {
 	args  []any
 	where []string
-	// dests is the number of destinations per source, for states.
-	dests map[string]int
+	// dests is the number of destinations per source, for states, and
+	// filters those that filter by type.
+	dests   map[string]int
+	filters []DestinationFilter
 	// newer walks oldest first from the position (a page of newer
 	// events); else newest first.
 	newer bool
@@ -158,7 +163,7 @@ func (q *eventQuery) arg(v any) string {
 // newEventQuery starts a statement with the indexed conditions f sets,
 // and the position after (nil: from the newest event).
 func newEventQuery(f EventFilter, after *position) *eventQuery {
-	q := &eventQuery{dests: f.Destinations}
+	q := &eventQuery{dests: f.Destinations, filters: f.Filters}
 	if f.Source != "" {
 		q.where = append(q.where, "e.source = "+q.arg(f.Source))
 	}
@@ -237,11 +242,17 @@ func (q *eventQuery) withStateSQL(scan string) string {
 		srcs = append(srcs, s)
 		counts = append(counts, int32(n))
 	}
+	filtersCTE, unwanted := "", ""
+	if len(q.filters) > 0 {
+		fs, fd, fp := filterRows(q.filters)
+		filtersCTE = `, filters AS (SELECT * FROM unnest(` + q.arg(fs) + `::text[], ` + q.arg(fd) + `::text[], ` + q.arg(fp) + `::text[]) AS f(source, destination, pattern))`
+		unwanted = " - " + unwantedSQL("e.source", "e.external_id")
+	}
 	return `
-WITH dests AS (SELECT * FROM unnest(` + q.arg(srcs) + `::text[], ` + q.arg(counts) + `::int[]) AS d(source, n))
+WITH dests AS (SELECT * FROM unnest(` + q.arg(srcs) + `::text[], ` + q.arg(counts) + `::int[]) AS d(source, n))` + filtersCTE + `
 SELECT e.*, st.handed_off, st.statuses,
        webhookd_event_state(st.handed_off, e.recorded_only, st.statuses,
-                            COALESCE((SELECT d.n FROM dests d WHERE d.source = e.source), 1)) AS state
+                            COALESCE((SELECT d.n FROM dests d WHERE d.source = e.source), 1)` + unwanted + `) AS state
 FROM (` + scan + `) e
 CROSS JOIN LATERAL (SELECT NOT ` + outboxHasSQL("e.source", "e.external_id") + ` AS handed_off,
                            ` + latestRunStatusesSQL("e.source", "e.external_id") + ` AS statuses) st`

@@ -62,12 +62,26 @@ type Finish struct {
 	Error string
 	// Duration is how long the call took.
 	Duration time.Duration
+	// Answer is what the destination answered, kept with the call.
+	Answer Answer
 	// Wait is how long until the next try: the backoff of OutcomeRetry
 	// (unless the run dies), the hold of OutcomeHold. It is stored as the
 	// run's retry_at, which the reconciler watches.
 	Wait time.Duration
 	// Lease is added to Wait as a held run's lease.
 	Lease time.Duration
+}
+
+// Answer is what a destination answered to one call, as kept in
+// delivery_attempts (migration 0018). The caller bounds it.
+type Answer struct {
+	// Headers is a JSON object of the answer's headers of note; nil for
+	// none.
+	Headers []byte
+	// Body is the start of the answer's body.
+	Body []byte
+	// Truncated is true when the body had more than Body.
+	Truncated bool
 }
 
 // Finished is the run's state after [Store.Finish].
@@ -91,20 +105,34 @@ type Finished struct {
 const finishSQL = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[],
-                         $7::float8[], $8::bigint[], $9::bool[], $10::bigint[])
-        AS u(key, call, outcome, status_code, result, error, duration_ms, wait_ms, called, lease_ms)
+                         $7::float8[], $8::bigint[], $9::bool[], $10::bigint[], $11::text[], $12::bytea[], $13::bool[])
+        AS u(key, call, outcome, status_code, result, error, duration_ms, wait_ms, called, lease_ms,
+             answer_headers, answer_body, answer_truncated)
+), answered AS (
+    -- The call's answer, and when its next try is due: after a hold, or
+    -- after a failed attempt that leaves attempts (the same rule as
+    -- retry_at below, on the run as it was).
+    SELECT i.*, CASE WHEN i.outcome = 'hold'
+                       OR (i.outcome = 'retry' AND EXISTS (SELECT 1 FROM job_runs r
+                                                           WHERE r.key = i.key AND r.attempts + 1 < r.max_attempts))
+                     THEN now() + i.wait_ms * interval '1 millisecond' END AS next_try_at
+    FROM input i WHERE i.called
 ), logged AS (
     UPDATE delivery_attempts a SET
         state = 'finished', outcome = i.outcome, status_code = NULLIF(i.status_code, 0),
-        succeeded = i.outcome = 'done', error = NULLIF(i.error, ''), duration_ms = i.duration_ms
-    FROM input i
-    WHERE i.called AND a.key = i.key AND a.call = i.call
+        succeeded = i.outcome = 'done', error = NULLIF(i.error, ''), duration_ms = i.duration_ms,
+        answer_headers = NULLIF(i.answer_headers, '')::jsonb, answer_body = i.answer_body,
+        answer_truncated = i.answer_truncated, retry_at = i.next_try_at
+    FROM answered i
+    WHERE a.key = i.key AND a.call = i.call
     RETURNING a.key
 ), unlogged AS (
-    INSERT INTO delivery_attempts (key, call, status_code, succeeded, error, duration_ms, state, outcome)
-    SELECT key, call, NULLIF(status_code, 0), outcome = 'done', NULLIF(error, ''), duration_ms, 'finished', outcome
-    FROM input i
-    WHERE called AND NOT EXISTS (SELECT 1 FROM logged l WHERE l.key = i.key)
+    INSERT INTO delivery_attempts (key, call, status_code, succeeded, error, duration_ms, state, outcome,
+                                   answer_headers, answer_body, answer_truncated, retry_at)
+    SELECT key, call, NULLIF(status_code, 0), outcome = 'done', NULLIF(error, ''), duration_ms, 'finished', outcome,
+           NULLIF(answer_headers, '')::jsonb, answer_body, answer_truncated, next_try_at
+    FROM answered i
+    WHERE NOT EXISTS (SELECT 1 FROM logged l WHERE l.key = i.key)
 ), uncalled AS (
     -- A call logged as started that did not happen after all.
     DELETE FROM delivery_attempts a USING input i
@@ -176,6 +204,9 @@ func finishBatch(ctx context.Context, db DB, reqs []finishRequest) ([]finishResu
 		waits     = make([]int64, n)
 		called    = make([]bool, n)
 		leases    = make([]int64, n)
+		aHeaders  = make([]string, n)
+		aBodies   = make([][]byte, n)
+		aTrunc    = make([]bool, n)
 		index     = make(map[string]int, n)
 	)
 	for i, r := range reqs {
@@ -191,8 +222,10 @@ func finishBatch(ctx context.Context, db DB, reqs []finishRequest) ([]finishResu
 		results[i], errs[i] = string(f.Result), f.Error
 		durations[i] = float64(f.Duration.Microseconds()) / 1000
 		waits[i], called[i], leases[i] = f.Wait.Milliseconds(), f.Called, f.Lease.Milliseconds()
+		aHeaders[i], aBodies[i], aTrunc[i] = string(f.Answer.Headers), f.Answer.Body, f.Answer.Truncated
 	}
-	rows, err := db.Query(ctx, finishSQL, keys, calls, outcomes, codes, results, errs, durations, waits, called, leases)
+	rows, err := db.Query(ctx, finishSQL, keys, calls, outcomes, codes, results, errs, durations, waits, called, leases,
+		aHeaders, aBodies, aTrunc)
 	if err != nil {
 		return nil, fmt.Errorf("error finishing run: %w", err)
 	}

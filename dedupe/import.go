@@ -35,13 +35,13 @@ type ImportOptions struct {
 const importSQL = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[],
-                         $6::text[], $7::text[], $8::timestamptz[])
-        AS u(s, x, ct, h, p, oe, ov, at)
+                         $6::text[], $7::text[], $8::timestamptz[], $10::text[])
+        AS u(s, x, ct, h, p, oe, ov, at, t)
 ), imported AS (
     INSERT INTO events (source, external_id, content_type, headers, payload, order_entity, order_version,
-                        received_at, last_received_at, recorded_only)
+                        received_at, last_received_at, recorded_only, event_type)
     SELECT s, x, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, ''),
-           COALESCE(at, now()), COALESCE(at, now()), $9::boolean
+           COALESCE(at, now()), COALESCE(at, now()), $9::boolean, NULLIF(t, '')
     FROM input ORDER BY s, x
     ON CONFLICT (source, external_id) DO NOTHING
     RETURNING source, external_id
@@ -63,6 +63,7 @@ func (s *Store) ImportEvents(ctx context.Context, events []ImportedEvent, opts I
 			make([]string, n), make([]string, n), make([]string, n)
 		payloads = make([][]byte, n)
 		at       = make([]*time.Time, n)
+		evTypes  = make([]string, n)
 	)
 	for i := range events {
 		ev := &events[i]
@@ -71,12 +72,12 @@ func (s *Store) ImportEvents(ctx context.Context, events []ImportedEvent, opts I
 			h = []byte("{}")
 		}
 		sources[i], ids[i], types[i], headers[i] = ev.Source, ev.ExternalID, ev.ContentType, string(h)
-		payloads[i], entities[i], versions[i] = ev.Payload, ev.OrderEntity, ev.OrderVersion
+		payloads[i], entities[i], versions[i], evTypes[i] = ev.Payload, ev.OrderEntity, ev.OrderVersion, ev.EventType
 		if !ev.ReceivedAt.IsZero() {
 			at[i] = &ev.ReceivedAt
 		}
 	}
-	rows, err := s.pool.Query(ctx, importSQL, sources, ids, types, headers, payloads, entities, versions, at, opts.RecordOnly)
+	rows, err := s.pool.Query(ctx, importSQL, sources, ids, types, headers, payloads, entities, versions, at, opts.RecordOnly, evTypes)
 	if err != nil {
 		return nil, fmt.Errorf("error importing events: %w", err)
 	}

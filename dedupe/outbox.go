@@ -20,6 +20,10 @@ import (
 type EventRef struct {
 	Source     string
 	ExternalID string
+	// EventType is the event's type when the caller knows it ("" when
+	// unknown): the hand-off makes no run for a destination whose filter
+	// it matches none of.
+	EventType string
 }
 
 // outboxInsertSQL is the part of recordSQL that puts each new event of
@@ -65,7 +69,8 @@ var unsettledSQL = `
 SELECT o.source, o.external_id, o.received_at,
        ARRAY(SELECT r.destination FROM job_runs r
              WHERE r.source = o.source AND r.external_id = o.external_id AND r.generation = 1),
-       ` + traceParentSQL("o.source", "o.external_id") + `
+       ` + traceParentSQL("o.source", "o.external_id") + `,
+       (SELECT COALESCE(e.event_type, '') FROM events e WHERE e.source = o.source AND e.external_id = o.external_id)
 FROM event_outbox o
 WHERE o.received_at < now() - $1 * interval '1 millisecond'
   AND o.received_at >= $2
@@ -85,9 +90,15 @@ func (s *Store) UnsettledEvents(ctx context.Context, after OutboxCursor, minAge 
 	defer rows.Close()
 	var out []UnsettledEvent
 	for rows.Next() {
-		var ev UnsettledEvent
-		if err := rows.Scan(&ev.Source, &ev.ExternalID, &ev.ReceivedAt, &ev.Claimed, &ev.TraceParent); err != nil {
+		var (
+			ev  UnsettledEvent
+			typ *string
+		)
+		if err := rows.Scan(&ev.Source, &ev.ExternalID, &ev.ReceivedAt, &ev.Claimed, &ev.TraceParent, &typ); err != nil {
 			return nil, OutboxCursor{}, fmt.Errorf("error reading the outbox: %w", err)
+		}
+		if typ != nil {
+			ev.EventType = *typ
 		}
 		out = append(out, ev)
 	}

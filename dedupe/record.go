@@ -13,6 +13,9 @@ type Event struct {
 	Source string
 	// ExternalID is the sender's event id.
 	ExternalID string
+	// EventType is the event's type as its sender names it; empty when
+	// unknown (stored as NULL).
+	EventType string
 	// ContentType is the request's Content-Type, forwarded as is.
 	ContentType string
 	// Headers is a JSON object of the request headers worth keeping.
@@ -25,6 +28,9 @@ type Event struct {
 	// Destinations is the number of destinations of the source, for the
 	// state a repeat reports. 0 counts as 1.
 	Destinations int
+	// Unwanted is how many of them filter the event out by its type (no
+	// run is made for them): they do not count for its state.
+	Unwanted int
 	// ContentDigest, when set, is the digest of what the delivery's
 	// signature covers (verify.SignedDigest). A delivery whose digest an
 	// event of the source recorded under another id within that event's
@@ -68,10 +74,10 @@ type eventKey struct{ source, externalID string }
 // eventColumns holds events column by column, the shape the unnest-based
 // statements take.
 type eventColumns struct {
-	sources, externalIDs, contentTypes, headers, entities, versions []string
-	payloads                                                        [][]byte
+	sources, externalIDs, eventTypes, contentTypes, headers, entities, versions []string
+	payloads                                                                    [][]byte
 	// copies counts each event's copies (RecordBatch); destinations is the
-	// number of destinations of its source.
+	// number of destinations of its source that want it.
 	copies, destinations []int32
 	// digests and windows are the events' signed content digests (nil
 	// when unset) and their windows in milliseconds; signed is true when
@@ -91,34 +97,35 @@ func (c *eventColumns) add(ev *Event) {
 	}
 	c.sources = append(c.sources, ev.Source)
 	c.externalIDs = append(c.externalIDs, ev.ExternalID)
+	c.eventTypes = append(c.eventTypes, ev.EventType)
 	c.contentTypes = append(c.contentTypes, ev.ContentType)
 	c.headers = append(c.headers, string(h))
 	c.payloads = append(c.payloads, ev.Payload)
 	c.entities = append(c.entities, ev.OrderEntity)
 	c.versions = append(c.versions, ev.OrderVersion)
 	c.copies = append(c.copies, 1)
-	c.destinations = append(c.destinations, int32(ev.Destinations))
+	c.destinations = append(c.destinations, int32(max(ev.Destinations, 1)-ev.Unwanted))
 	c.digests = append(c.digests, ev.ContentDigest)
 	c.windows = append(c.windows, ev.ContentWindow.Milliseconds())
 	c.signed = c.signed || ev.ContentDigest != nil
 	c.traceParents = append(c.traceParents, ev.TraceParent)
 }
 
-// args returns the columns as $1..$9 of eventsInputSQL.
+// args returns the columns as $1..$10 of eventsInputSQL.
 func (c *eventColumns) args() []any {
 	return []any{c.sources, c.externalIDs, c.copies, c.contentTypes, c.headers, c.payloads,
-		c.entities, c.versions, c.destinations}
+		c.entities, c.versions, c.destinations, c.eventTypes}
 }
 
-// eventsInputSQL is the input rows of the event statements, $1..$9
-// (args) and the traceparents, $10. They insert
+// eventsInputSQL is the input rows of the event statements, $1..$10
+// (args) and the traceparents, $11. They insert
 // them ORDER BY s, x: one lock order for every statement, so concurrent
 // batches (and imports) never deadlock.
 const eventsInputSQL = `
 input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bytea[],
-                         $7::text[], $8::text[], $9::int[], $10::text[])
-        AS u(s, x, d, ct, h, p, oe, ov, n, tp)
+                         $7::text[], $8::text[], $9::int[], $10::text[], $11::text[])
+        AS u(s, x, d, ct, h, p, oe, ov, n, t, tp)
 )`
 
 // recordSQL inserts many events at once and puts each new one in the
@@ -135,8 +142,8 @@ WITH ` + eventsInputSQL + `, ` + recordCTEsSQL("input") + recordReportSQL("")
 func recordCTEsSQL(from string) string {
 	return `recorded AS (
     INSERT INTO events AS e
-        (source, external_id, deliveries, content_type, headers, payload, order_entity, order_version, trace_parent)
-    SELECT s, x, d, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, ''), NULLIF(tp, '') FROM ` + from + ` ORDER BY s, x
+        (source, external_id, deliveries, content_type, headers, payload, order_entity, order_version, event_type, trace_parent)
+    SELECT s, x, d, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, ''), NULLIF(t, ''), NULLIF(tp, '') FROM ` + from + ` ORDER BY s, x
     ON CONFLICT (source, external_id) DO UPDATE
         SET deliveries = e.deliveries + EXCLUDED.deliveries,
             last_received_at = now()

@@ -15,13 +15,13 @@ package dedupe
 // table is in this file, except retention's delete of expired rows.
 
 // eventsSignedInputSQL is eventsInputSQL with each event's signed content
-// digest (NULL when unset) and its window in milliseconds, $10 and $11;
-// the traceparents are $12.
+// digest (NULL when unset) and its window in milliseconds, $11 and $12;
+// the traceparents are $13.
 const eventsSignedInputSQL = `
 input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bytea[],
-                         $7::text[], $8::text[], $9::int[], $10::bytea[], $11::bigint[], $12::text[])
-        AS u(s, x, d, ct, h, p, oe, ov, n, dg, dw, tp)
+                         $7::text[], $8::text[], $9::int[], $10::text[], $11::bytea[], $12::bigint[], $13::text[])
+        AS u(s, x, d, ct, h, p, oe, ov, n, t, dg, dw, tp)
 )`
 
 // recordSignedSQL is recordSQL for a batch with digests (RecordBatch has

@@ -30,3 +30,37 @@ func latestRunStatusesSQL(source, externalID string) string {
         WHERE lr.source = ` + source + ` AND lr.external_id = ` + externalID + `
         ORDER BY lr.destination, lr.generation DESC) l), '{}')`
 }
+
+// DestinationFilter is a destination that filters the events of its
+// source by type: it makes no run for an event whose type matches none of
+// Like (SQL LIKE patterns, as internal/glob writes them), nor for an
+// event without a type, and such an event's state does not count it.
+type DestinationFilter struct {
+	Source, Destination string
+	// Like are the filter's patterns as SQL LIKE patterns (escape \).
+	Like []string
+}
+
+// filterRows returns filters as three columns, one row per pattern.
+func filterRows(filters []DestinationFilter) (sources, dests, patterns []string) {
+	for _, f := range filters {
+		for _, p := range f.Like {
+			sources, dests, patterns = append(sources, f.Source), append(dests, f.Destination), append(patterns, p)
+		}
+	}
+	return sources, dests, patterns
+}
+
+// unwantedSQL is an SQL expression: how many destinations of the CTE
+// filters(source, destination, pattern) do not want the event named by
+// the two column expressions, by its type (a NULL type is wanted by
+// none). The configured count less this is what webhookd_event_state
+// takes for an event.
+func unwantedSQL(source, externalID string) string {
+	return `(SELECT count(*)::int FROM (
+        SELECT 1 FROM filters f
+        WHERE f.source = ` + source + `
+        GROUP BY f.destination
+        HAVING NOT COALESCE(bool_or((SELECT ev.event_type FROM events ev
+                                     WHERE ev.source = ` + source + ` AND ev.external_id = ` + externalID + `) LIKE f.pattern), false)) u)`
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
+	"github.com/webhookd/webhookd/internal/glob"
 	"github.com/webhookd/webhookd/jobs"
 )
 
@@ -145,7 +146,7 @@ func (s *Server) ingest(c echo.Context) error {
 	if rec.Pending && s.handoff != nil {
 		// Also for a repeat: a hand-off cut short by a crash or a
 		// cancelled request is retried now instead of at the next scan.
-		s.handoff.Notify(ctx, name, id)
+		s.handoff.Notify(ctx, name, id, ev.EventType)
 	}
 	if rec.CopyOf != "" {
 		// A copy of a recorded delivery under another id (the id is not
@@ -179,13 +180,19 @@ func newEvent(name string, src Source, h http.Header, body []byte) (dedupe.Event
 	if err != nil {
 		return dedupe.Event{}, err
 	}
-	headers, err := storedHeaders(h, src.SignatureHeader)
+	headers, err := storedHeaders(h, src.SignatureHeader, src.ForwardHeaders)
+	if err != nil {
+		return dedupe.Event{}, err
+	}
+	eventType, err := extractEventType(src, idHeader, body)
 	if err != nil {
 		return dedupe.Event{}, err
 	}
 	ev := dedupe.Event{
 		Source:       name,
 		ExternalID:   id,
+		EventType:    eventType,
+		Unwanted:     unwanted(src.Filters, eventType),
 		ContentType:  ct,
 		Headers:      headers,
 		Payload:      body,
@@ -202,6 +209,39 @@ func newEvent(name string, src Source, h http.Header, body []byte) (dedupe.Event
 		}
 	}
 	return ev, nil
+}
+
+// extractEventType returns the event's type, or "" when the source has
+// none or the request does not carry one (absent, empty, or a json: type
+// in a body that is not JSON): an event without a type is still an event,
+// stored with a NULL type. A type that is there but cannot be stored as
+// one line of text (invalid UTF-8, a control character, longer than
+// eventid.MaxLen) is refused with a 400 like a bad event id: storing it
+// as unknown would route it as if it had no type.
+func extractEventType(src Source, h http.Header, body []byte) (string, error) {
+	if src.EventType == nil {
+		return "", nil
+	}
+	t, err := src.EventType.Extract(h, body)
+	switch {
+	case err == nil:
+		return t, nil
+	case errors.Is(err, eventid.ErrInvalid):
+		return "", fmt.Errorf("event type: %w", err)
+	default:
+		return "", nil
+	}
+}
+
+// unwanted counts the filters that do not want an event of eventType.
+func unwanted(filters []glob.Filter, eventType string) int {
+	n := 0
+	for _, f := range filters {
+		if !f.Wants(eventType) {
+			n++
+		}
+	}
+	return n
 }
 
 // readBody reads the body once, refusing more than limit bytes.

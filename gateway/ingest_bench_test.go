@@ -30,7 +30,7 @@ func (r benchRecorder) Record(context.Context, dedupe.Event) (dedupe.Recorded, e
 
 type benchHandoff struct{}
 
-func (benchHandoff) Notify(context.Context, string, string) {}
+func (benchHandoff) Notify(context.Context, string, string, string) {}
 
 // benchBody is a reusable request body.
 type benchBody struct{ bytes.Reader }

@@ -308,7 +308,7 @@ func TestPostgresUnreachable(t *testing.T) {
 
 type notifyFunc func(source, id string)
 
-func (f notifyFunc) Notify(_ context.Context, source, id string) { f(source, id) }
+func (f notifyFunc) Notify(_ context.Context, source, id, _ string) { f(source, id) }
 
 // TestRepeatResumesAnInterruptedHandOff: an event committed whose hand-off
 // never happened (the request was cancelled right after the commit) is

@@ -32,7 +32,7 @@ func copySources() []copySource {
 	jsonBody := func(n int) []byte { return fmt.Appendf(nil, `{"action":"labeled","issue":{"number":%d}}`, n) }
 	return []copySource{
 		{"github", "X-Github-Delivery", verify.Config{Scheme: verify.SchemeGitHub, Secrets: []string{"gh-secret"}}, jsonBody},
-		{"shopify", "X-Shopify-Webhook-Id", verify.Config{Scheme: verify.SchemeShopify, Secrets: []string{"shpss_secret"}}, jsonBody},
+		{"shopify", "X-Shopify-Event-Id", verify.Config{Scheme: verify.SchemeShopify, Secrets: []string{"shpss_secret"}}, jsonBody},
 		{"twilio", "I-Twilio-Idempotency-Token", verify.Config{Scheme: verify.SchemeTwilio, Secrets: []string{"twilio-token"},
 			PublicURL: "https://hooks.example.com/webhooks/twilio"},
 			func(n int) []byte {

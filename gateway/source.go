@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
+	"github.com/webhookd/webhookd/internal/glob"
 )
 
 // Source is one configured sender, ready to receive.
@@ -19,11 +21,25 @@ type Source struct {
 	SignatureHeader string
 	// EventID extracts the sender's event id.
 	EventID eventid.Extractor
+	// EventType, when set, extracts the event's type (stored, matched by
+	// destination filters, sent as Webhookd-Event-Type); nil when neither
+	// the source nor its scheme says where it is.
+	EventType *eventid.Extractor
 	// OrderEntity and OrderVersion, when set, extract the ordering guard's
 	// inputs.
 	OrderEntity, OrderVersion *eventid.Extractor
 	// Destinations is how many destinations the source has (for states).
 	Destinations int
+	// ForwardHeaders are the canonical names of the headers the source's
+	// destinations forward by name (forward_headers): stored as they came,
+	// even a credential or a signature, since they are forwarded from
+	// what is stored.
+	ForwardHeaders []string
+	// Filters are the filters of the source's destinations that filter by
+	// event type, one per such destination: an event whose type one of
+	// them does not want gets no run there, and its state counts one
+	// destination less.
+	Filters []glob.Filter
 	// ContentWindow, when positive, turns on the guard against copies of
 	// a signed delivery under another event id: a delivery whose signed
 	// content (verify.SignedDigest) an event recorded within this window
@@ -40,6 +56,9 @@ type SourceSpec struct {
 	// EventID says where the event id is (json:<path>, header:<Name> or
 	// body-sha256); empty means the scheme's default.
 	EventID string
+	// EventType says where the event's type is (json:<path> or
+	// header:<Name>); empty means the scheme's default, if any.
+	EventType string
 	// OrderEntity and OrderVersion say where the ordering guard's inputs
 	// are, in the same forms; both or neither.
 	OrderEntity, OrderVersion string
@@ -48,7 +67,7 @@ type SourceSpec struct {
 }
 
 // SourceError says which part of a SourceSpec is wrong: Field is
-// "verify", "event_id", "order.entity" or "order.version", as the
+// "verify", "event_id", "event_type", "order.entity" or "order.version", as the
 // configuration names them.
 type SourceError struct {
 	Field string
@@ -77,6 +96,20 @@ func NewSource(spec SourceSpec) (Source, error) {
 	src := Source{
 		Scheme: spec.Verify.Scheme, Verifier: v, EventID: id, Destinations: spec.Destinations,
 		SignatureHeader: spec.Verify.WithDefaults().Header,
+	}
+	typeSpec := spec.EventType
+	if typeSpec == "" {
+		typeSpec = verify.SchemeDefaults(spec.Verify.Scheme).EventType
+	}
+	if typeSpec != "" {
+		t, err := eventid.Parse(typeSpec)
+		if err == nil && typeSpec == "body-sha256" {
+			err = fmt.Errorf("spec %q: want json:<path> or header:<Name> (a type is never a hash)", typeSpec)
+		}
+		if err != nil {
+			return Source{}, &SourceError{Field: "event_type", Err: err}
+		}
+		src.EventType = &t
 	}
 	if spec.OrderEntity == "" && spec.OrderVersion == "" {
 		return src, nil

@@ -26,6 +26,10 @@ import (
 //     source's own signature header, is stored masked, its length only:
 //     a signature with its body would let whoever reads the admin page
 //     send the request again.
+//   - A header a destination of the source forwards by name
+//     (forward_headers) is stored as it came, credential or signature:
+//     it is forwarded from what is stored. The event's admin page shows
+//     it masked all the same (MaskHeaders).
 //   - What is stored is at most maxStoredHeaderBytes of names and values
 //     in maxStoredHeaderValues values; a request with more is refused
 //     (431), not stored cut.
@@ -51,11 +55,12 @@ var signatureWords = []string{"signature", "hmac"}
 
 // storedHeaders returns the headers worth storing as a JSON object, as
 // the policy above says; signatureHeader is the source's own signature
-// header, if it has one. A value that is not valid UTF-8 is stored with
-// U+FFFD in place of its bad bytes (as JSON must); a NUL or an invalid
-// name is ErrInvalidHeader, and more than the bounds is
-// ErrHeadersTooLarge.
-func storedHeaders(h http.Header, signatureHeader string) ([]byte, error) {
+// header, if it has one; forwarded are the canonical names of the headers
+// its destinations forward, stored as they came. A value that is not
+// valid UTF-8 is stored with U+FFFD in place of its bad bytes (as JSON
+// must); a NUL or an invalid name is ErrInvalidHeader, and more than the
+// bounds is ErrHeadersTooLarge.
+func storedHeaders(h http.Header, signatureHeader string, forwarded []string) ([]byte, error) {
 	keep := make(http.Header, len(h))
 	size, count := 0, 0
 	for name, values := range h {
@@ -63,10 +68,11 @@ func storedHeaders(h http.Header, signatureHeader string) ([]byte, error) {
 			return nil, fmt.Errorf("%w: a header name is not a token", ErrInvalidHeader)
 		}
 		lower := strings.ToLower(name)
-		if containsAny(lower, credentialWords) && !slices.Contains(notCredentials, lower) {
+		named := len(forwarded) > 0 && slices.Contains(forwarded, http.CanonicalHeaderKey(name))
+		if !named && sensitive(lower) {
 			continue
 		}
-		masked := containsAny(lower, signatureWords) || strings.EqualFold(name, signatureHeader)
+		masked := !named && (containsAny(lower, signatureWords) || strings.EqualFold(name, signatureHeader))
 		count += len(values)
 		vs := make([]string, len(values))
 		for i, v := range values {
@@ -91,6 +97,43 @@ func storedHeaders(h http.Header, signatureHeader string) ([]byte, error) {
 		return nil, fmt.Errorf("error encoding headers: %w", err)
 	}
 	return b, nil
+}
+
+// sensitive reports whether a header, by its lower-case name, is a
+// credential of the hop.
+func sensitive(lower string) bool {
+	return containsAny(lower, credentialWords) && !slices.Contains(notCredentials, lower)
+}
+
+// MaskHeaders returns stored headers (a JSON object of value lists) for
+// display: the credentials and signatures a destination forwards by name,
+// which are stored as they came, are shown as their length only. Headers
+// that do not parse are returned as they are.
+func MaskHeaders(stored []byte) []byte {
+	var h map[string][]string
+	if json.Unmarshal(stored, &h) != nil {
+		return stored
+	}
+	changed := false
+	for name, values := range h {
+		lower := strings.ToLower(name)
+		if !sensitive(lower) && !containsAny(lower, signatureWords) {
+			continue
+		}
+		for i, v := range values {
+			if !strings.HasPrefix(v, "[masked: ") {
+				values[i], changed = "[masked: "+strconv.Itoa(len(v))+" bytes]", true
+			}
+		}
+	}
+	if !changed {
+		return stored
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return stored
+	}
+	return b
 }
 
 func containsAny(s string, words []string) bool {

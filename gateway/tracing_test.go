@@ -145,4 +145,4 @@ func TestIngestTrace(t *testing.T) {
 
 type handoffFunc func(ctx context.Context)
 
-func (f handoffFunc) Notify(ctx context.Context, _, _ string) { f(ctx) }
+func (f handoffFunc) Notify(ctx context.Context, _, _, _ string) { f(ctx) }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,8 @@ type callResult struct {
 	// label, when set, replaces the settlement's metric label and names
 	// the reason in its log line (a hold because the entity is busy).
 	label string
+	// answer is what the destination answered, kept with the call.
+	answer dedupe.Answer
 }
 
 // storedResult is the JSON shape of job_runs.result.
@@ -55,8 +58,108 @@ type storedResult struct {
 	DurationMS float64           `json:"duration_ms"`
 }
 
-// headersOfNote are the answer headers kept in the stored result.
-var headersOfNote = []string{"Content-Type", "Location", "Idempotency-Key", "Idempotent-Replayed", "X-Request-Id", "Request-Id", "Etag"}
+// headersOfNote are the answer headers kept with each call and in a done
+// run's result: what the answer is, when to come back, where it points,
+// and the ids a destination's operator looks its logs up by. Each value is
+// kept up to maxNoteBytes.
+var headersOfNote = []string{
+	"Content-Type", "Retry-After", "Location", "Idempotency-Key", "Idempotent-Replayed", "Etag",
+	"X-Request-Id", "Request-Id", "X-Correlation-Id", "X-Amzn-Requestid", "X-Amz-Request-Id", "Cf-Ray", "X-Github-Request-Id",
+}
+
+// maxNoteBytes bounds one kept header value.
+const maxNoteBytes = 256
+
+// notedHeaders returns the answer's headers of note, each value cut to
+// maxNoteBytes on a UTF-8 boundary and made valid text (no control
+// characters: jsonb refuses NUL), or nil when it has none.
+func notedHeaders(h http.Header) map[string]string {
+	var out map[string]string
+	for _, name := range headersOfNote {
+		v := h.Get(name)
+		if v == "" {
+			continue
+		}
+		v = strings.Map(func(r rune) rune {
+			if r < 0x20 || r == 0x7f {
+				return -1
+			}
+			return r
+		}, strings.ToValidUTF8(v, "\uFFFD"))
+		if len(v) > maxNoteBytes {
+			cut := maxNoteBytes
+			for cut > 0 && !utf8.RuneStart(v[cut]) {
+				cut--
+			}
+			v = v[:cut]
+		}
+		if out == nil {
+			out = make(map[string]string)
+		}
+		out[name] = v
+	}
+	return out
+}
+
+// keptAnswer is the answer as kept with its call: headers of note and the
+// first resultBodyLimit bytes of the body (body holds up to one more, to
+// tell a cut).
+func keptAnswer(h http.Header, body []byte) dedupe.Answer {
+	a := dedupe.Answer{Body: body}
+	if len(body) > resultBodyLimit {
+		a.Body, a.Truncated = body[:resultBodyLimit], true
+	}
+	if noted := notedHeaders(h); noted != nil {
+		a.Headers, _ = json.Marshal(noted)
+	}
+	return a
+}
+
+// ReservedHeader reports whether the destination call sets the header
+// itself, so forward_headers may not name it: the key, the Webhookd-*
+// headers, the Standard Webhooks signature headers, tracing, and what
+// HTTP itself owns.
+func ReservedHeader(name string) bool {
+	lower := strings.ToLower(name)
+	switch lower {
+	case "idempotency-key", "content-type", "content-length", "host", "user-agent", "connection",
+		"transfer-encoding", "te", "trailer", "upgrade", "keep-alive", "proxy-connection",
+		"traceparent", "tracestate", "webhook-id", "webhook-timestamp", "webhook-signature":
+		return true
+	}
+	return strings.HasPrefix(lower, "webhookd-")
+}
+
+// ForwardedHeaders is what a destination of a source of scheme forwards
+// (Destination.ForwardHeaders): the scheme's headers
+// (verify.SchemeDefaults) and its own forward_headers, canonical, once
+// each.
+func ForwardedHeaders(scheme string, named []string) []string {
+	var out []string
+	for _, name := range append(slices.Clone(verify.SchemeDefaults(scheme).ForwardedHeaders), named...) {
+		if name = http.CanonicalHeaderKey(name); !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// forwardHeaders sets on req the headers of stored (the event's stored
+// headers, a JSON object of value lists) that names lists.
+func forwardHeaders(req http.Header, stored []byte, names []string) {
+	if len(names) == 0 || len(stored) == 0 {
+		return
+	}
+	var h http.Header
+	if json.Unmarshal(stored, &h) != nil {
+		return
+	}
+	for _, name := range names {
+		if vs := h.Values(name); len(vs) > 0 && !ReservedHeader(name) {
+			req[http.CanonicalHeaderKey(name)] = vs
+		}
+	}
+}
 
 // callRequest is one call of a key to a destination.
 type callRequest struct {
@@ -64,10 +167,13 @@ type callRequest struct {
 	key         string
 	source      string
 	eventID     string
+	eventType   string
 	call        int
 	contentType string
-	body        []byte
-	now         time.Time
+	// headers are the event's stored request headers (JSON).
+	headers []byte
+	body    []byte
+	now     time.Time
 }
 
 // callDestination POSTs the event to the destination and classifies the
@@ -81,6 +187,7 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 	if err != nil {
 		return callResult{outcome: dedupe.OutcomePermanent, err: "invalid destination request: " + describeCallError(err, r.dest.URL)}
 	}
+	forwardHeaders(req.Header, r.headers, r.dest.ForwardHeaders)
 	if r.contentType != "" {
 		req.Header.Set("Content-Type", r.contentType)
 	}
@@ -88,6 +195,9 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 	req.Header.Set("Idempotency-Key", r.key)
 	req.Header.Set("Webhookd-Source", r.source)
 	req.Header.Set("Webhookd-Event-Id", r.eventID)
+	if r.eventType != "" {
+		req.Header.Set("Webhookd-Event-Type", r.eventType)
+	}
 	req.Header.Set("Webhookd-Attempt", strconv.Itoa(r.call))
 	injectTraceContext(ctx, req.Header)
 	if r.dest.SigningSecret != "" {
@@ -116,7 +226,7 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, resultBodyLimit+1))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // let the connection be reused
 	d := time.Since(start)
-	out := callResult{called: true, statusCode: resp.StatusCode, duration: d}
+	out := callResult{called: true, statusCode: resp.StatusCode, duration: d, answer: keptAnswer(resp.Header, body)}
 
 	code := resp.StatusCode
 	retryAfter, hasRetryAfter := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
@@ -163,14 +273,7 @@ func encodeResult(resp *http.Response, body []byte, d time.Duration) []byte {
 	} else {
 		res.BodyBase64 = base64.StdEncoding.EncodeToString(body)
 	}
-	for _, h := range headersOfNote {
-		if v := resp.Header.Get(h); v != "" {
-			if res.Headers == nil {
-				res.Headers = make(map[string]string)
-			}
-			res.Headers[h] = v
-		}
-	}
+	res.Headers = notedHeaders(resp.Header)
 	b, _ := json.Marshal(res)
 	return b
 }

@@ -128,6 +128,9 @@ func (e *Enqueuer) EnqueueEvents(ctx context.Context, refs []dedupe.EventRef) (u
 			continue
 		}
 		for name, dest := range dests {
+			if !dest.Filter.Wants(ref.EventType) {
+				continue // no run: the destination does not want this type
+			}
 			t, err := e.newDeliverTask(DeliverPayload{Source: ref.Source, EventID: ref.ExternalID, Destination: name}, dest)
 			if err != nil {
 				return unrouted, err

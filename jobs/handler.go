@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/internal/glob"
 	"github.com/webhookd/webhookd/internal/tracing"
 )
 
@@ -34,6 +35,33 @@ func (r Routes) DestinationCounts() map[string]int {
 		m[source] = len(dests)
 	}
 	return m
+}
+
+// DestinationFilters returns the destinations that filter by event type,
+// with their patterns as SQL LIKE patterns (what dedupe's event states
+// need to leave out the destinations an event is not for).
+func (r Routes) DestinationFilters() []dedupe.DestinationFilter {
+	var out []dedupe.DestinationFilter
+	for source, dests := range r {
+		for name, d := range dests {
+			if d.Filter != nil {
+				out = append(out, dedupe.DestinationFilter{Source: source, Destination: name, Like: d.Filter.Like()})
+			}
+		}
+	}
+	return out
+}
+
+// SourceFilters returns the filters of source's destinations that filter
+// by event type (gateway.Source.Filters).
+func (r Routes) SourceFilters(source string) []glob.Filter {
+	var out []glob.Filter
+	for _, d := range r[source] {
+		if d.Filter != nil {
+			out = append(out, d.Filter)
+		}
+	}
+	return out
 }
 
 // HandlerConfig configures the deliver handler.
@@ -153,8 +181,10 @@ func (h *Handler) Deliver(ctx context.Context, p DeliverPayload) error {
 			key:         p.Key(),
 			source:      p.Source,
 			eventID:     p.EventID,
+			eventType:   claim.Event.EventType,
 			call:        claim.Call,
 			contentType: claim.Event.ContentType,
+			headers:     claim.Event.Headers,
 			body:        claim.Event.Payload,
 			now:         h.cfg.Now(),
 		})

@@ -294,8 +294,8 @@ func (r *Reconciler) outbox(ctx context.Context, rep *PassReport, deadline time.
 				continue
 			}
 			missing := 0
-			for name := range dests {
-				if slices.Contains(ev.Claimed, name) {
+			for name, dest := range dests {
+				if slices.Contains(ev.Claimed, name) || !dest.Filter.Wants(ev.EventType) {
 					continue
 				}
 				missing++

@@ -79,11 +79,12 @@ func NewRelay(enqueuer *Enqueuer, cfg RelayConfig) *Relay {
 	}
 }
 
-// Notify asks for a just-committed event to be enqueued. It never blocks:
-// when the fast path is full the event is left to the reconciler. With
-// tracing on, the hand-off is a span of the trace of ctx's span.
-func (r *Relay) Notify(ctx context.Context, source, eventID string) {
-	n := notified{ref: dedupe.EventRef{Source: source, ExternalID: eventID}}
+// Notify asks for a just-committed event of type eventType ("" when
+// unknown) to be enqueued. It never blocks: when the fast path is full the
+// event is left to the reconciler. With tracing on, the hand-off is a span
+// of the trace of ctx's span.
+func (r *Relay) Notify(ctx context.Context, source, eventID, eventType string) {
+	n := notified{ref: dedupe.EventRef{Source: source, ExternalID: eventID, EventType: eventType}}
 	if r.tracer != nil {
 		n.span, n.at = trace.SpanContextFromContext(ctx), time.Now()
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
+
+	"github.com/webhookd/webhookd/internal/glob"
 )
 
 // TypeDeliver is the Asynq task type that forwards one event to one
@@ -104,6 +106,16 @@ type Destination struct {
 	Rate *redis_rate.Limit
 	// Circuit stops calling the destination after a run of failed calls.
 	Circuit Circuit
+	// ForwardHeaders are the canonical names of the sender's headers the
+	// destination gets as they came, from those stored with the event:
+	// the scheme's (verify.Defaults.ForwardedHeaders) and the
+	// configuration's forward_headers. A name the call sets itself
+	// (ReservedHeader) is never taken from the sender.
+	ForwardHeaders []string
+	// Filter, when set, lists the event types the destination wants: an
+	// event whose type matches none of them (or that has no type) makes
+	// no run for it. nil wants every event.
+	Filter glob.Filter
 	// SigningSecret, when set, signs forwarded calls with Standard Webhooks
 	// headers (webhook-id is the key). It is a Standard Webhooks secret,
 	// whsec_<base64>, as verify.SchemeStandard takes it.

@@ -3,10 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,12 +16,14 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/hibiken/asynq"
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/webhookd/webhookd"
 	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/gateway/admin"
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
+	"github.com/webhookd/webhookd/internal/glob"
 	"github.com/webhookd/webhookd/jobs"
 )
 
@@ -91,9 +95,12 @@ type adminConf struct {
 }
 
 type sourceConf struct {
-	Name         string     `yaml:"name"`
-	Verify       verifyConf `yaml:"verify"`
-	EventID      string     `yaml:"event_id"`
+	Name    string     `yaml:"name"`
+	Verify  verifyConf `yaml:"verify"`
+	EventID string     `yaml:"event_id"`
+	// EventType says where the event's type is (json:<path> or
+	// header:<Name>); unset means the scheme's default, if any.
+	EventType    string     `yaml:"event_type"`
 	Order        *orderConf `yaml:"order"`
 	Destinations []destConf `yaml:"destinations"`
 	// DuplicateContentWindow: a delivery whose signed content an event
@@ -135,6 +142,11 @@ type destConf struct {
 	RateLimit   string       `yaml:"rate_limit"`
 	Concurrency int          `yaml:"concurrency"`
 	Circuit     *circuitConf `yaml:"circuit"`
+	// Filter lists the event types (globs) the destination wants; unset
+	// wants every event.
+	Filter []string `yaml:"filter"`
+	// ForwardHeaders are request headers forwarded besides the scheme's.
+	ForwardHeaders []string `yaml:"forward_headers"`
 }
 
 // circuitConf is a destination's circuit breaker; failures: 0 turns it
@@ -465,6 +477,23 @@ func (c *config) validate() error {
 					return c.fieldError("must not be negative (0 turns the circuit off)", "sources", i, "destinations", j, "circuit", "failures")
 				}
 			}
+			for k, name := range d.ForwardHeaders {
+				switch {
+				case !httpguts.ValidHeaderFieldName(name):
+					return c.fieldError(fmt.Sprintf("%q is not a header name", name), "sources", i, "destinations", j, "forward_headers", k)
+				case jobs.ReservedHeader(name):
+					return c.fieldError(fmt.Sprintf("%s is set by webhookd itself and cannot be forwarded", name), "sources", i, "destinations", j, "forward_headers", k)
+				}
+			}
+			if d.Filter != nil {
+				if _, err := glob.CompileFilter(d.Filter); err != nil {
+					return c.fieldError(err.Error(), "sources", i, "destinations", j, "filter")
+				}
+				if s.EventType == "" && verify.SchemeDefaults(s.Verify.Scheme).EventType == "" {
+					return c.fieldError(fmt.Sprintf("source %s has no event type (scheme %s names none): set its event_type, or every event would be filtered out",
+						s.Name, s.Verify.Scheme), "sources", i, "destinations", j, "filter")
+				}
+			}
 			if d.SigningSecret != "" {
 				if err := (verify.Config{Scheme: verify.SchemeStandard, Secrets: []string{d.SigningSecret}}).Validate(); err != nil {
 					return c.fieldError("must be a Standard Webhooks secret, whsec_ followed by base64", "sources", i, "destinations", j, "signing_secret")
@@ -652,6 +681,8 @@ func (c *config) routes() jobs.Routes {
 				SigningSecret: d.SigningSecret,
 				Concurrency:   d.Concurrency,
 			}
+			dest.Filter, _ = glob.CompileFilter(d.Filter) // validated
+			dest.ForwardHeaders = jobs.ForwardedHeaders(s.Verify.Scheme, d.ForwardHeaders)
 			if d.RateLimit != "" {
 				rate, _ := parseRate(d.RateLimit) // validated
 				dest.Rate = &rate
@@ -671,7 +702,7 @@ func (c *config) routes() jobs.Routes {
 
 // sourceSpec is s as the gateway builds it.
 func (s sourceConf) sourceSpec() gateway.SourceSpec {
-	spec := gateway.SourceSpec{Verify: s.verifyConfig(), EventID: s.EventID, Destinations: len(s.Destinations)}
+	spec := gateway.SourceSpec{Verify: s.verifyConfig(), EventID: s.EventID, EventType: s.EventType, Destinations: len(s.Destinations)}
 	if s.Order != nil {
 		spec.OrderEntity, spec.OrderVersion = s.Order.Entity, s.Order.Version
 	}
@@ -687,6 +718,14 @@ func (c *config) gatewaySources() (map[string]gateway.Source, error) {
 			return nil, err
 		}
 		src.ContentWindow = s.contentWindow(c.Retention.std())
+		src.Filters = c.routes().SourceFilters(s.Name)
+		for _, d := range s.Destinations {
+			for _, name := range d.ForwardHeaders {
+				if name = http.CanonicalHeaderKey(name); !slices.Contains(src.ForwardHeaders, name) {
+					src.ForwardHeaders = append(src.ForwardHeaders, name)
+				}
+			}
+		}
 		out[s.Name] = src
 	}
 	return out, nil

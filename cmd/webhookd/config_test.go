@@ -168,6 +168,50 @@ func TestParseConfigErrors(t *testing.T) {
 			expectText: []string{"w.yaml:29", "sources[1].destinations[0].url", "absolute http(s) URL"},
 		},
 		{
+			name:       "bad event type spec",
+			givenYAML:  strings.Replace(validConfig, "    destinations:\n      - name: ci", "    event_type: xml:type\n    destinations:\n      - name: ci", 1),
+			expectText: []string{"w.yaml:27: sources[1].event_type:", `"xml:type"`},
+		},
+		{
+			name:       "event type from a hash",
+			givenYAML:  strings.Replace(validConfig, "    destinations:\n      - name: ci", "    event_type: body-sha256\n    destinations:\n      - name: ci", 1),
+			expectText: []string{"w.yaml:27: sources[1].event_type:", "never a hash"},
+		},
+		{
+			name:       "bad filter glob",
+			givenYAML:  strings.Replace(validConfig, "url: https://ci.example.com/hook", "url: https://ci.example.com/hook\n        filter: [\"push\", \"pull_request.[a-z]\"]", 1),
+			expectText: []string{"w.yaml:30: sources[1].destinations[0].filter: [1]: invalid glob", "only * is a wildcard"},
+		},
+		{
+			name:       "forward_headers: not a header name",
+			givenYAML:  strings.Replace(validConfig, "url: https://ci.example.com/hook", "url: https://ci.example.com/hook\n        forward_headers:\n          - X-Request-Id\n          - \"X Bad\"", 1),
+			expectText: []string{"w.yaml:32: sources[1].destinations[0].forward_headers[1]:", "not a header name"},
+		},
+		{
+			name:       "forward_headers: a header webhookd sets",
+			givenYAML:  strings.Replace(validConfig, "url: https://ci.example.com/hook", "url: https://ci.example.com/hook\n        forward_headers: [Webhookd-Attempt]", 1),
+			expectText: []string{"w.yaml:30: sources[1].destinations[0].forward_headers[0]:", "set by webhookd itself"},
+		},
+		{
+			name:       "empty filter",
+			givenYAML:  strings.Replace(validConfig, "url: https://ci.example.com/hook", "url: https://ci.example.com/hook\n        filter: []", 1),
+			expectText: []string{"w.yaml:30: sources[1].destinations[0].filter:", "leave it out"},
+		},
+		{
+			name: "filter on a source without event types",
+			givenYAML: validConfig + `  - name: plain
+    verify:
+      scheme: hmac-sha256
+      secrets: ["k"]
+    event_id: json:id
+    destinations:
+      - name: app
+        url: https://app.example.com/hook
+        filter: ["a.*"]
+`,
+			expectText: []string{"w.yaml:38: sources[2].destinations[0].filter:", "no event type", "event_type"},
+		},
+		{
 			name:       "duplicate source",
 			givenYAML:  strings.Replace(validConfig, "name: gh", "name: stripe", 1),
 			expectText: []string{"w.yaml:23", "sources[1].name", `duplicate source name "stripe"`},
@@ -584,5 +628,32 @@ func TestParseConfigAdminAccess(t *testing.T) {
 				t.Errorf("admin config %+v, want full %v, read-only %v, unsafe %v", pc.Admin, tc.expectFull, tc.expectRO, tc.expectMode)
 			}
 		})
+	}
+}
+
+// TestEventTypeFilterAndForwardKeys: event_type, filter and forward_headers
+// reach the gateway's source and the worker's routes.
+func TestEventTypeFilterAndForwardKeys(t *testing.T) {
+	t.Parallel()
+	yaml := strings.Replace(validConfig, "url: https://ci.example.com/hook",
+		"url: https://ci.example.com/hook\n        filter: [\"pull_request\", \"check_*\"]\n        forward_headers: [X-Request-Id]", 1)
+	yaml = strings.Replace(yaml, "    destinations:\n      - name: ci", "    event_type: json:action\n    destinations:\n      - name: ci", 1)
+	cfg, err := parseConfig("w.yaml", []byte(yaml), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci := cfg.routes()["gh"]["ci"]
+	if !ci.Filter.Wants("check_run") || ci.Filter.Wants("push") || ci.Filter.Wants("") {
+		t.Errorf("filter %v: wants check_run, not push nor an untyped event", ci.Filter)
+	}
+	if !slices.Contains(ci.ForwardHeaders, "X-Request-Id") || !slices.Contains(ci.ForwardHeaders, "X-Github-Event") {
+		t.Errorf("forwarded headers %v: want the scheme's and X-Request-Id", ci.ForwardHeaders)
+	}
+	srcs, err := cfg.gatewaySources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gh := srcs["gh"]; gh.EventType == nil || gh.EventType.String() != "json:action" || len(gh.Filters) != 1 {
+		t.Errorf("gh source: event type %v, %d filters; want json:action and 1", gh.EventType, len(gh.Filters))
 	}
 }

@@ -200,8 +200,12 @@ func printEvent(w io.Writer, d admin.EventDetailJSON) error {
 		}
 		return t.UTC().Format(time.DateTime)
 	}
+	evType := d.EventType
+	if evType == "" {
+		evType = "(unknown)"
+	}
 	fmt.Fprintf(w, "event       %s / %s\ntype        %s\nstate       %s\nreceived    %s (last %s)\ndeliveries  %d\nhanded off  %s\ncontent     %s, %d bytes\n",
-		d.Source, d.EventID, d.EventType, d.State, ts(&d.ReceivedAt), ts(&d.LastReceivedAt), d.Deliveries, handedOff(d.EventJSON),
+		d.Source, d.EventID, evType, d.State, ts(&d.ReceivedAt), ts(&d.LastReceivedAt), d.Deliveries, handedOff(d.EventJSON),
 		d.ContentType, d.PayloadBytes)
 	fmt.Fprintln(w, "\nruns:")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -223,9 +227,25 @@ func printEvent(w io.Writer, d admin.EventDetailJSON) error {
 		outcome := dedupe.Attempt{State: at.State, Succeeded: at.Succeeded, Error: at.Error}.Summary()
 		fmt.Fprintf(w, "  %s  %s  call %d  HTTP %d  %s  %s\n", at.At.UTC().Format(time.DateTime), at.Key, at.Call, at.StatusCode,
 			time.Duration(at.DurationMS*float64(time.Millisecond)), outcome)
+		if at.RetryAt != nil {
+			fmt.Fprintf(w, "      next try  %s\n", ts(at.RetryAt))
+		}
+		if len(at.AnswerHeaders) > 0 {
+			fmt.Fprintf(w, "      headers   %s\n", at.AnswerHeaders)
+		}
+		switch {
+		case at.AnswerBody != nil:
+			body := *at.AnswerBody
+			if at.AnswerTruncated {
+				body += " … (cut at 4 KiB)"
+			}
+			fmt.Fprintf(w, "      body      %s\n", body)
+		case at.AnswerBodyBase64 != "":
+			fmt.Fprintf(w, "      body      (binary, base64) %s\n", at.AnswerBodyBase64)
+		}
 	}
 	fmt.Fprintln(w, "\nheaders:")
-	fmt.Fprintln(w, indentOr(d.Headers))
+	fmt.Fprintln(w, indentOr(d.Headers)) // the API masks credentials
 	fmt.Fprintln(w, "\npayload:")
 	if d.Payload == nil {
 		fmt.Fprintf(w, "(binary, %d bytes)\n", d.PayloadBytes)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/eventid"
+	"github.com/webhookd/webhookd/gateway/verify"
 )
 
 // importSummary counts what an import did.
@@ -43,12 +45,16 @@ type rejectedLine struct {
 // importer reads a JSON Lines export and stores each line as an event of
 // one source, in batches.
 type importer struct {
-	store       *dedupe.Store
-	source      string
-	name        string // the file's base name, or "stdin"
-	id          eventid.Extractor
-	entity      *eventid.Extractor
-	version     *eventid.Extractor
+	store   *dedupe.Store
+	source  string
+	name    string // the file's base name, or "stdin"
+	id      eventid.Extractor
+	entity  *eventid.Extractor
+	version *eventid.Extractor
+	// eventType reads each event's type: the source's json: event_type
+	// (or its scheme's); nil when it is in a header, which an export has
+	// not (the events are stored with an unknown type).
+	eventType   *eventid.Extractor
 	contentType string
 	maxBytes    int64
 	batchSize   int
@@ -136,6 +142,10 @@ line was rejected; stderr then names the first few.`,
 					return fmt.Errorf("--received-at %q: want json:<path>, e.g. json:created", receivedAt)
 				}
 				im.receivedAt = path
+			}
+			typeSpec := cmp.Or(src.EventType, verify.SchemeDefaults(src.Verify.Scheme).EventType)
+			if t, err := eventid.Parse(typeSpec); err == nil && strings.HasPrefix(typeSpec, "json:") {
+				im.eventType = &t
 			}
 			if src.Order != nil {
 				e, errE := eventid.Parse(src.Order.Entity)
@@ -291,6 +301,13 @@ func (im *importer) parse(line []byte, n int) (dedupe.ImportedEvent, string) {
 	ev := dedupe.ImportedEvent{
 		Event:      dedupe.Event{Source: im.source, ExternalID: id, ContentType: im.contentType, Headers: hj, Payload: bytes.Clone(line)},
 		ReceivedAt: at,
+	}
+	if im.eventType != nil {
+		if t, err := im.eventType.Extract(header, line); err == nil {
+			ev.EventType = t
+		} else if errors.Is(err, eventid.ErrInvalid) {
+			return dedupe.ImportedEvent{}, "event type: " + err.Error()
+		}
 	}
 	if im.entity != nil {
 		e, errE := im.entity.Extract(header, line)

@@ -365,7 +365,7 @@ func TestImportReceivedAt(t *testing.T) {
 	recent := time.Now().Add(-time.Hour).Truncate(time.Second).UTC()
 
 	numbers := lines(
-		`{"id":"evt_n1","created":1700000000}`,
+		`{"id":"evt_n1","created":1700000000,"type":"charge.refunded"}`,
 		`{"id":"evt_n2","created":1700000000.25}`,
 		fmt.Sprintf(`{"id":"evt_n3","created":%d}`, recent.Unix()),
 		`{"id":"evt_n4"}`,
@@ -425,6 +425,13 @@ func TestImportReceivedAt(t *testing.T) {
 	}
 	if n := schema.Int(t, `SELECT count(*) FROM events`); n != 5 {
 		t.Errorf("%d events stored, want 5 (no rejected line given the import's time)", n)
+	}
+	// The event type is read as at ingest (stripe: json:type), unknown when absent.
+	if n := schema.Int(t, `SELECT count(*) FROM events WHERE external_id = 'evt_n1' AND event_type = 'charge.refunded'`); n != 1 {
+		t.Error("evt_n1 was not stored with its type charge.refunded")
+	}
+	if n := schema.Int(t, `SELECT count(*) FROM events WHERE event_type IS NOT NULL`); n != 1 {
+		t.Errorf("%d events stored with a type, want 1", n)
 	}
 
 	// Rerun: nothing new, nothing moved.

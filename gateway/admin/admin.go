@@ -23,7 +23,7 @@ import (
 type eventStore interface {
 	ListEvents(ctx context.Context, f dedupe.EventFilter) (dedupe.EventPage, error)
 	CountEvents(ctx context.Context, f dedupe.EventFilter) (dedupe.EventCount, error)
-	GetEvent(ctx context.Context, source, externalID string, destinations int) (dedupe.EventDetail, error)
+	GetEvent(ctx context.Context, source, externalID string, destinations int, filters ...dedupe.DestinationFilter) (dedupe.EventDetail, error)
 }
 
 // runStore reopens and adds runs for replays; *dedupe.Store satisfies it.

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway"
 )
 
 // EventJSON is an event in the API's answers (GET /admin/events).
@@ -95,12 +96,22 @@ type AttemptJSON struct {
 	// State is calling, finished or unknown (possible duplicate).
 	State   string `json:"state"`
 	Outcome string `json:"outcome,omitempty"`
+	// AnswerHeaders are the answer's headers of note.
+	AnswerHeaders json.RawMessage `json:"answer_headers,omitempty"`
+	// AnswerBody is the first 4 KiB of the answer's body when it is
+	// UTF-8 text; AnswerBodyBase64 otherwise.
+	AnswerBody       *string `json:"answer_body,omitempty"`
+	AnswerBodyBase64 string  `json:"answer_body_base64,omitempty"`
+	// AnswerTruncated is true when the body was longer than what is kept.
+	AnswerTruncated bool `json:"answer_truncated,omitempty"`
+	// RetryAt is when the next try was due after this call.
+	RetryAt *time.Time `json:"retry_at,omitempty"`
 }
 
 func toDetailJSON(d dedupe.EventDetail) EventDetailJSON {
 	out := EventDetailJSON{
 		EventJSON:    toEventJSON(d.EventSummary),
-		Headers:      json.RawMessage(d.Headers),
+		Headers:      json.RawMessage(gateway.MaskHeaders(d.Headers)),
 		OrderEntity:  d.OrderEntity,
 		OrderVersion: d.OrderVersion,
 		Runs:         []RunJSON{},
@@ -122,11 +133,23 @@ func toDetailJSON(d dedupe.EventDetail) EventDetailJSON {
 		})
 	}
 	for _, at := range d.Attempts {
-		out.Attempts = append(out.Attempts, AttemptJSON{
+		aj := AttemptJSON{
 			Key: at.Key, Call: at.Call, StatusCode: at.StatusCode, Succeeded: at.Succeeded, Error: at.Error,
 			DurationMS: float64(at.Duration.Microseconds()) / 1000, At: at.CreatedAt,
-			State: at.State, Outcome: at.Outcome,
-		})
+			State: at.State, Outcome: at.Outcome, AnswerTruncated: at.Answer.Truncated, RetryAt: at.RetryAt,
+		}
+		if at.Answer.Headers != nil {
+			aj.AnswerHeaders = json.RawMessage(at.Answer.Headers)
+		}
+		if len(at.Answer.Body) > 0 {
+			if utf8.Valid(at.Answer.Body) {
+				s := string(at.Answer.Body)
+				aj.AnswerBody = &s
+			} else {
+				aj.AnswerBodyBase64 = base64.StdEncoding.EncodeToString(at.Answer.Body)
+			}
+		}
+		out.Attempts = append(out.Attempts, aj)
 	}
 	return out
 }
@@ -205,7 +228,7 @@ func (a *Admin) getEvent(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := a.events.GetEvent(c.Request().Context(), source, id, len(a.cfg.Routes[source]))
+	d, err := a.events.GetEvent(c.Request().Context(), source, id, len(a.cfg.Routes[source]), a.cfg.Routes.DestinationFilters()...)
 	if err != nil {
 		return httpError(err)
 	}

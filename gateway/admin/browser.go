@@ -18,6 +18,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway"
 )
 
 //go:embed templates/*.html
@@ -37,7 +38,14 @@ func parsePages() map[string]*template.Template {
 			}
 			return ""
 		},
-		"join":      strings.Join,
+		"join": strings.Join,
+		"answerBody": func(a dedupe.Answer) string {
+			s := showPayload(a.Body)
+			if a.Truncated {
+				s += "\n… (cut at 4 KiB)"
+			}
+			return s
+		},
 		"eventURL":  func(source, id string) string { return eventPageURL(source, id, nil) },
 		"replayURL": func(source, id string) string { return replayFormURL(source, id, nil) },
 	}
@@ -244,12 +252,12 @@ func (a *Admin) browseEvent(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := a.events.GetEvent(c.Request().Context(), source, id, len(a.cfg.Routes[source]))
+	d, err := a.events.GetEvent(c.Request().Context(), source, id, len(a.cfg.Routes[source]), a.cfg.Routes.DestinationFilters()...)
 	if err != nil {
 		return httpError(err)
 	}
 	dests, _ := a.destinations(source)
-	data := eventPage{Event: d, Destinations: dests, Payload: showPayload(d.Payload), Headers: indentJSON(d.Headers), Flash: flashes[c.QueryParam("replayed")]}
+	data := eventPage{Event: d, Destinations: dests, Payload: showPayload(d.Payload), Headers: indentJSON(gateway.MaskHeaders(d.Headers)), Flash: flashes[c.QueryParam("replayed")]}
 	if c.QueryParam("error") != "" {
 		data.FlashError = "The replay was recorded but could not be enqueued (is Redis up?). Replay again without force."
 	}

@@ -260,3 +260,58 @@ func saveScreenshot(t *testing.T, name string, png []byte) {
 		t.Logf("screenshot: %s", p)
 	}
 }
+
+// TestBrowserAttemptAnswers: a failing destination's answer (its body and
+// headers of note) and the event's type are in the admin API's event
+// detail and visible on the event page.
+func TestBrowserAttemptAnswers(t *testing.T) {
+	t.Parallel()
+	var dialogs atomic.Int64
+	ctx := newBrowser(t, &dialogs)
+	b := setup(t, options{token: "browser-token"})
+
+	b.dest.setAnswer(http.StatusBadRequest, http.Header{"X-Request-Id": {"req-7f3a"}, "Content-Type": {"application/json"}, "X-Secret-Ish": {"not kept"}},
+		`{"error":"customer_missing"}`)
+	b.send(t, "evt_refused")
+	b.waitState(t, "evt_refused", dedupe.StatusFailed)
+
+	var detail struct {
+		EventType string `json:"event_type"`
+		Attempts  []struct {
+			StatusCode    int               `json:"status_code"`
+			AnswerHeaders map[string]string `json:"answer_headers"`
+			AnswerBody    string            `json:"answer_body"`
+		} `json:"attempts"`
+	}
+	b.token = "browser-token"
+	if code := b.do(t, http.MethodGet, "/admin/events/stripe/evt_refused", "", &detail); code != http.StatusOK {
+		t.Fatalf("event detail: %d", code)
+	}
+	if detail.EventType != "invoice.paid" || len(detail.Attempts) != 1 {
+		t.Fatalf("detail: type %q, %d attempts; want invoice.paid and 1", detail.EventType, len(detail.Attempts))
+	}
+	at := detail.Attempts[0]
+	if at.StatusCode != 400 || at.AnswerBody != `{"error":"customer_missing"}` || at.AnswerHeaders["X-Request-Id"] != "req-7f3a" ||
+		at.AnswerHeaders["Content-Type"] != "application/json" || at.AnswerHeaders["X-Secret-Ish"] != "" {
+		t.Errorf("attempt as the API shows it: %+v", at)
+	}
+
+	step(t, ctx, "signing in",
+		chromedp.Navigate(b.srv.URL+"/admin/login?next=/admin/"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), "browser-token"),
+		chromedp.Submit(chromedp.CSS(`input[name=token]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#events`)),
+		chromedp.Click(chromedp.CSS(`a.event-link`)),
+		chromedp.WaitVisible(chromedp.CSS(`#attempts`)),
+	)
+	attempts := text(t, ctx, `#attempts`)
+	for _, want := range []string{"400", "customer_missing", "X-Request-Id", "req-7f3a"} {
+		if !strings.Contains(attempts, want) {
+			t.Errorf("event page's attempts do not show %q:\n%s", want, attempts)
+		}
+	}
+	if typ := text(t, ctx, `#event-type`); typ != "invoice.paid" {
+		t.Errorf("event page's type: %q, want invoice.paid", typ)
+	}
+}

@@ -22,22 +22,39 @@ import (
 	"github.com/webhookd/webhookd/jobs"
 )
 
-// destination is a test destination: it answers with the status set,
-// and records the Idempotency-Key of every call.
+// destination is a test destination: it answers with the status set
+// (and the answer set, if any), and records the Idempotency-Key of every
+// call.
 type destination struct {
 	mu     sync.Mutex
 	status int
 	keys   []string
+	// header and body, when set, are the answer's.
+	header http.Header
+	body   string
 }
 
 func (d *destination) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
 	d.mu.Lock()
 	d.keys = append(d.keys, r.Header.Get("Idempotency-Key"))
-	code := d.status
+	code, header, body := d.status, d.header, d.body
 	d.mu.Unlock()
+	for k, v := range header {
+		w.Header()[k] = v
+	}
 	w.WriteHeader(code)
-	_, _ = w.Write([]byte(`{"ok":true}`))
+	if body == "" {
+		body = `{"ok":true}`
+	}
+	_, _ = w.Write([]byte(body))
+}
+
+// setAnswer sets the status, headers and body of the next answers.
+func (d *destination) setAnswer(code int, header http.Header, body string) {
+	d.mu.Lock()
+	d.status, d.header, d.body = code, header, body
+	d.mu.Unlock()
 }
 
 func (d *destination) setStatus(code int) {

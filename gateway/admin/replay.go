@@ -135,9 +135,15 @@ func (a *Admin) replay(ctx context.Context, log *slog.Logger, req ReplayRequest)
 		}
 		dests = []string{req.Destination}
 	}
-	ev, err := a.events.GetEvent(ctx, req.Source, req.EventID, len(a.cfg.Routes[req.Source]))
+	ev, err := a.events.GetEvent(ctx, req.Source, req.EventID, len(a.cfg.Routes[req.Source]), a.cfg.Routes.DestinationFilters()...)
 	if err != nil {
 		return res, err
+	}
+	if req.Destination == "" {
+		// Every destination means every one that wants the event's
+		// type; a destination named on purpose is replayed whatever its
+		// filter says.
+		dests = slices.DeleteFunc(dests, func(d string) bool { return !a.cfg.Routes[req.Source][d].Filter.Wants(ev.EventType) })
 	}
 	latest := latestRuns(ev.Runs)
 	log = log.With(slog.String("source", req.Source), slog.String("event_id", req.EventID),

@@ -69,17 +69,17 @@ func Parse(spec string) (Extractor, error) {
 	case strings.HasPrefix(spec, "json:"):
 		path := strings.TrimPrefix(spec, "json:")
 		if path == "" || strings.TrimSpace(path) != path {
-			return Extractor{}, fmt.Errorf("event id spec %q: json: needs a path such as json:data.object.id", spec)
+			return Extractor{}, fmt.Errorf("spec %q: json: needs a path such as json:data.object.id", spec)
 		}
 		return Extractor{kind: kindJSON, arg: path, spec: spec}, nil
 	case strings.HasPrefix(spec, "header:"):
 		name := strings.TrimPrefix(spec, "header:")
 		if !httpguts.ValidHeaderFieldName(name) {
-			return Extractor{}, fmt.Errorf("event id spec %q: header: needs a valid header name such as header:X-Request-Id", spec)
+			return Extractor{}, fmt.Errorf("spec %q: header: needs a valid header name such as header:X-Request-Id", spec)
 		}
 		return Extractor{kind: kindHeader, arg: http.CanonicalHeaderKey(name), spec: spec}, nil
 	default:
-		return Extractor{}, fmt.Errorf("event id spec %q: want json:<path>, header:<Name> or body-sha256", spec)
+		return Extractor{}, fmt.Errorf("spec %q: want json:<path>, header:<Name> or body-sha256", spec)
 	}
 }
 

@@ -30,7 +30,10 @@ var schemeDefaults = map[string]Defaults{
 	},
 	SchemeStandard: {EventID: "header:webhook-id", EventType: "json:type"},
 	SchemeShopify: {
-		EventID:   "header:X-Shopify-Webhook-Id",
+		// The event's id, the same on every webhook Shopify sends for
+		// it: Shopify's advice for spotting duplicates. Sources before
+		// issue 12 used X-Shopify-Webhook-Id (README, upgrading).
+		EventID:   "header:X-Shopify-Event-Id",
 		EventType: "header:X-Shopify-Topic",
 		ForwardedHeaders: []string{
 			"X-Shopify-Topic", "X-Shopify-Shop-Domain", "X-Shopify-API-Version",

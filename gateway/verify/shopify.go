@@ -11,6 +11,8 @@ import (
 const (
 	shopifyHeader   = "X-Shopify-Hmac-Sha256"
 	shopifyIDHeader = "X-Shopify-Webhook-Id"
+	// shopifyEventHeader is the event's id (the default event id).
+	shopifyEventHeader = "X-Shopify-Event-Id"
 )
 
 // shopifyScheme verifies X-Shopify-Hmac-Sha256: base64 HMAC-SHA256 of the
@@ -53,6 +55,7 @@ func (s *shopifyScheme) sign(body []byte, _ time.Time, msgID string) (http.Heade
 	h.Set(shopifyHeader, base64.StdEncoding.EncodeToString(st.finish()))
 	if msgID != "" {
 		h.Set(shopifyIDHeader, msgID)
+		h.Set(shopifyEventHeader, msgID)
 	}
 	return h, "", nil
 }

@@ -220,7 +220,7 @@ func New(cfg Config) (Verifier, error) {
 // the request with) that a sender using cfg's scheme would send for body at
 // time now, signed with the first secret. msgID fills the scheme's message
 // id header where it has one (webhook-id, required for standard;
-// X-GitHub-Delivery, X-Shopify-Webhook-Id, I-Twilio-Idempotency-Token when
+// X-GitHub-Delivery, X-Shopify-Webhook-Id and X-Shopify-Event-Id, I-Twilio-Idempotency-Token when
 // not empty). For scheme none the header is empty. It returns the error of
 // Validate when cfg is invalid.
 func Sign(cfg Config, body []byte, now time.Time, msgID string) (header http.Header, rawQuery string, err error) {

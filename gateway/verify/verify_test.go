@@ -697,7 +697,7 @@ func TestSchemeDefaultEventID(t *testing.T) {
 		"stripe":      "json:id",
 		"github":      "header:X-GitHub-Delivery",
 		"standard":    "header:webhook-id",
-		"shopify":     "header:X-Shopify-Webhook-Id",
+		"shopify":     "header:X-Shopify-Event-Id",
 		"slack":       "json:event_id",
 		"twilio":      "header:I-Twilio-Idempotency-Token",
 		"hmac-sha256": "",
@@ -719,6 +719,7 @@ func TestSignIDHeaders(t *testing.T) {
 		{Config{Scheme: SchemeGitHub, Secrets: []string{"s"}}, "X-GitHub-Delivery"},
 		{Config{Scheme: SchemeStandard, Secrets: []string{"whsec_c2VjcmV0"}}, "webhook-id"},
 		{Config{Scheme: SchemeShopify, Secrets: []string{"s"}}, "X-Shopify-Webhook-Id"},
+		{Config{Scheme: SchemeShopify, Secrets: []string{"s"}}, "X-Shopify-Event-Id"},
 		{Config{Scheme: SchemeTwilio, Secrets: []string{"s"}, PublicURL: "https://x/y"}, "I-Twilio-Idempotency-Token"},
 	} {
 		h, _, err := Sign(tc.cfg, []byte("{}"), testNow, "evt-42")

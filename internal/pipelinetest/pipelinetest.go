@@ -39,8 +39,14 @@ type SourceSpec struct {
 	Verify verify.Config
 	// EventID is the event id spec; "" means the scheme's default.
 	EventID string
+	// EventType is the event type spec; "" means the scheme's default.
+	EventType string
 	// Destinations maps destination names to URLs.
 	Destinations map[string]string
+	// Tune, when set, adjusts each destination before defaults are
+	// applied: its filter, and in ForwardHeaders its forward_headers
+	// (the scheme's are added after).
+	Tune func(d *jobs.Destination)
 }
 
 // Options adjust the pipeline.
@@ -125,7 +131,12 @@ func Start(t testing.TB, opts Options) *Pipeline {
 	for _, spec := range specs {
 		routes[spec.Name] = map[string]jobs.Destination{}
 		for name, url := range spec.Destinations {
-			routes[spec.Name][name] = jobs.Destination{Name: name, URL: url, Timeout: 5 * time.Second, MaxAttempts: opts.MaxAttempts}.WithDefaults()
+			d := jobs.Destination{Name: name, URL: url, Timeout: 5 * time.Second, MaxAttempts: opts.MaxAttempts}
+			if spec.Tune != nil {
+				spec.Tune(&d)
+			}
+			d.ForwardHeaders = jobs.ForwardedHeaders(spec.Verify.Scheme, d.ForwardHeaders)
+			routes[spec.Name][name] = d.WithDefaults()
 		}
 	}
 
@@ -145,13 +156,21 @@ func Start(t testing.TB, opts Options) *Pipeline {
 		if (vcfg.Scheme == verify.SchemeTwilio || vcfg.Scheme == verify.SchemeSquare) && vcfg.PublicURL == "" {
 			vcfg.PublicURL = baseURL + "/webhooks/" + spec.Name
 		}
-		ss := gateway.SourceSpec{Verify: vcfg, EventID: spec.EventID, Destinations: len(routes[spec.Name])}
+		ss := gateway.SourceSpec{Verify: vcfg, EventID: spec.EventID, EventType: spec.EventType, Destinations: len(routes[spec.Name])}
 		if opts.OrderEntity != "" {
 			ss.OrderEntity, ss.OrderVersion = opts.OrderEntity, opts.OrderVersion
 		}
 		src, err := gateway.NewSource(ss)
 		if err != nil {
 			t.Fatalf("source %s: %v", spec.Name, err)
+		}
+		src.Filters = routes.SourceFilters(spec.Name)
+		if spec.Tune != nil {
+			for name := range spec.Destinations {
+				d := jobs.Destination{Name: name}
+				spec.Tune(&d)
+				src.ForwardHeaders = append(src.ForwardHeaders, jobs.ForwardedHeaders("", d.ForwardHeaders)...)
+			}
 		}
 		sources[spec.Name] = src
 		vcfgs[spec.Name] = vcfg
