@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/webhookd/webhookd/internal/glob"
 )
 
 // ErrBadCursor is returned by [Store.ListEvents] when the filter's cursor
@@ -199,12 +201,6 @@ func likeEscape(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }
 
-// globLike turns an event type glob into a LIKE pattern over the whole
-// type: "*" matches any run of characters, everything else itself.
-func globLike(glob string) string {
-	return strings.ReplaceAll(likeEscape(glob), "*", "%")
-}
-
 // scanSQL selects cols of the events the conditions keep, in the walk's
 // order, at most limit (an SQL expression) of them.
 func (q *eventQuery) scanSQL(cols, limit string) string {
@@ -266,7 +262,7 @@ func (q *eventQuery) postConditions(f EventFilter) []string {
 		conds = append(conds, "x.state = "+q.arg(f.State))
 	}
 	if f.Type != "" {
-		conds = append(conds, "x.event_type LIKE "+q.arg(globLike(f.Type)))
+		conds = append(conds, "x.event_type LIKE "+q.arg(glob.ToLike(f.Type)))
 	}
 	switch {
 	case f.Status != "" && f.RunDestination != "":

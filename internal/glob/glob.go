@@ -72,12 +72,18 @@ func (p Pattern) Match(s string) bool {
 	return true
 }
 
-// Like returns the pattern as an SQL LIKE pattern with the default
-// escape character (\): `%` and `_` are escaped, `*` becomes `%`.
-func (p Pattern) Like() string {
-	r := strings.NewReplacer(`%`, `\%`, `_`, `\_`, `*`, `%`)
-	return r.Replace(p.raw)
-}
+// Like returns the pattern as an SQL LIKE pattern (ToLike).
+func (p Pattern) Like() string { return ToLike(p.raw) }
+
+// likeReplacer escapes LIKE's wildcards and its default escape character
+// (\) and turns the glob's `*` into `%`.
+var likeReplacer = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`, `*`, `%`)
+
+// ToLike turns a glob, valid or not, into an SQL LIKE pattern with the
+// default escape character that matches what the glob matches: `*` any
+// run of characters, every other character itself. Admin searches use it
+// on globs that Compile would refuse (`?` is then a literal).
+func ToLike(glob string) string { return likeReplacer.Replace(glob) }
 
 // Filter is a destination's filter: the event types it wants. A nil
 // Filter wants every event, typed or not; a non-empty one wants the
