@@ -212,7 +212,7 @@ type refusal struct {
 // A read-only role is returned for any method; the middleware refuses it
 // what it may not change.
 func (a *authenticator) allowed(r *http.Request) (role, *refusal) {
-	rl := roleNone
+	var rl role
 	switch a.mode {
 	case ModeOff:
 		// 403, not 404: the route exists and a client (the CLI, a
