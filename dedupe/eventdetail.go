@@ -18,6 +18,9 @@ type EventDetail struct {
 	Payload []byte
 	// OrderEntity and OrderVersion are the ordering inputs, or empty.
 	OrderEntity, OrderVersion string
+	// TraceParent is the W3C traceparent the event was recorded under
+	// (tracing on), or empty: its trace holds every span of the event.
+	TraceParent string
 	// Runs lists every run of the event, by destination then generation.
 	Runs []Run
 	// Attempts is the log of destination calls of those runs, oldest
@@ -100,7 +103,8 @@ func (a Attempt) Summary() string {
 }
 
 const eventDetailSQL = `
-SELECT e.headers::text, e.payload, COALESCE(e.order_entity, ''), COALESCE(e.order_version, '')
+SELECT e.headers::text, e.payload, COALESCE(e.order_entity, ''), COALESCE(e.order_version, ''),
+       COALESCE(e.trace_parent, '')
 FROM events e WHERE e.source = $1 AND e.external_id = $2`
 
 const runColumns = `key, destination, generation, status, attempts, calls, max_attempts, permanent,
@@ -130,7 +134,7 @@ func (s *Store) GetEvent(ctx context.Context, source, externalID string, destina
 	err := s.adminTx(ctx, false, func(tx pgx.Tx) error {
 		d = EventDetail{}
 		var headers string
-		err := tx.QueryRow(ctx, eventDetailSQL, source, externalID).Scan(&headers, &d.Payload, &d.OrderEntity, &d.OrderVersion)
+		err := tx.QueryRow(ctx, eventDetailSQL, source, externalID).Scan(&headers, &d.Payload, &d.OrderEntity, &d.OrderVersion, &d.TraceParent)
 		if err != nil {
 			return err
 		}

@@ -146,7 +146,11 @@ func printEventList(w io.Writer, page admin.EventListJSON) error {
 	if page.TotalAtLeast {
 		total = "at least " + total
 	}
-	fmt.Fprintf(w, "%s events match\n", total)
+	if total == "1" {
+		fmt.Fprintln(w, "1 event matches")
+	} else {
+		fmt.Fprintf(w, "%s events match\n", total)
+	}
 	if page.Prev != "" {
 		fmt.Fprintf(w, "newer: add --cursor %s\n", page.Prev)
 	}
@@ -207,6 +211,9 @@ func printEvent(w io.Writer, d admin.EventDetailJSON) error {
 	fmt.Fprintf(w, "event       %s / %s\ntype        %s\nstate       %s\nreceived    %s (last %s)\ndeliveries  %d\nhanded off  %s\ncontent     %s, %d bytes\n",
 		d.Source, d.EventID, evType, d.State, ts(&d.ReceivedAt), ts(&d.LastReceivedAt), d.Deliveries, handedOff(d.EventJSON),
 		d.ContentType, d.PayloadBytes)
+	if d.TraceID != "" {
+		fmt.Fprintf(w, "trace       %s\n", d.TraceID)
+	}
 	fmt.Fprintln(w, "\nruns:")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  KEY\tGEN\tSTATUS\tATTEMPTS\tCALLS\tREPLAYED BY\tRESULT / LAST ERROR")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway"
+	"github.com/webhookd/webhookd/internal/tracing"
 )
 
 // EventJSON is an event in the API's answers (GET /admin/events).
@@ -56,12 +57,16 @@ type EventDetailJSON struct {
 	Headers json.RawMessage `json:"headers"`
 	// Payload is the raw body when it is UTF-8 text; PayloadBase64
 	// otherwise.
-	Payload       *string       `json:"payload,omitempty"`
-	PayloadBase64 string        `json:"payload_base64,omitempty"`
-	OrderEntity   string        `json:"order_entity,omitempty"`
-	OrderVersion  string        `json:"order_version,omitempty"`
-	Runs          []RunJSON     `json:"runs"`
-	Attempts      []AttemptJSON `json:"attempts"`
+	Payload       *string `json:"payload,omitempty"`
+	PayloadBase64 string  `json:"payload_base64,omitempty"`
+	OrderEntity   string  `json:"order_entity,omitempty"`
+	OrderVersion  string  `json:"order_version,omitempty"`
+	// TraceID is the id of the event's trace (every span from its
+	// request to its destination calls), when it was recorded with
+	// tracing on.
+	TraceID  string        `json:"trace_id,omitempty"`
+	Runs     []RunJSON     `json:"runs"`
+	Attempts []AttemptJSON `json:"attempts"`
 }
 
 // RunJSON is one run of an event in EventDetailJSON.
@@ -114,6 +119,7 @@ func toDetailJSON(d dedupe.EventDetail) EventDetailJSON {
 		Headers:      json.RawMessage(gateway.MaskHeaders(d.Headers)),
 		OrderEntity:  d.OrderEntity,
 		OrderVersion: d.OrderVersion,
+		TraceID:      traceID(d.TraceParent),
 		Runs:         []RunJSON{},
 		Attempts:     []AttemptJSON{},
 	}
@@ -375,4 +381,12 @@ func (a *Admin) bulkReplayAPI(c echo.Context) error {
 	}
 	log.InfoContext(c.Request().Context(), "bulk replay done", slog.Int("enqueued", res.Enqueued), slog.Int("failed", res.Failed))
 	return c.JSON(code, res)
+}
+
+// traceID is the trace id a stored traceparent names, or "".
+func traceID(traceParent string) string {
+	if sc := tracing.SpanContext(traceParent); sc.IsValid() {
+		return sc.TraceID().String()
+	}
+	return ""
 }

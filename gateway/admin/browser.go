@@ -222,8 +222,10 @@ type eventPage struct {
 	Destinations []string
 	Payload      string
 	Headers      string
-	Flash        string
-	FlashError   string
+	// TraceID is the event's trace, when recorded with tracing on.
+	TraceID    string
+	Flash      string
+	FlashError string
 }
 
 // flashes are the messages a replay redirect may ask the event page to
@@ -257,7 +259,7 @@ func (a *Admin) browseEvent(c echo.Context) error {
 		return httpError(err)
 	}
 	dests, _ := a.destinations(source)
-	data := eventPage{Event: d, Destinations: dests, Payload: showPayload(d.Payload), Headers: indentJSON(gateway.MaskHeaders(d.Headers)), Flash: flashes[c.QueryParam("replayed")]}
+	data := eventPage{Event: d, Destinations: dests, Payload: showPayload(d.Payload), Headers: indentJSON(gateway.MaskHeaders(d.Headers)), TraceID: traceID(d.TraceParent), Flash: flashes[c.QueryParam("replayed")]}
 	if c.QueryParam("error") != "" {
 		data.FlashError = "The replay was recorded but could not be enqueued (is Redis up?). Replay again without force."
 	}
