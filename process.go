@@ -325,7 +325,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 	if cfg.Admin.AllowQueueActions && len(cfg.Admin.ReadOnlyTokens) > 0 {
 		admCfg.ReadOnlyDashboard = admin.NewDashboard(p.redis, true)
 	}
-	adm := admin.New(store, store, enqueuer, admCfg)
+	adm := admin.New(store, jobs.NewReplayer(store, enqueuer, cfg.Routes, jobs.ReplayerConfig{Logger: log}), admCfg)
 	adm.Mount(p.srv.Echo())
 	adm.LogAccess(ctx)
 	metrics.RegisterQueues(shards)

@@ -128,7 +128,10 @@ type NewGeneration struct {
 	MaxAttempts int
 	// By and Reason record who forced the replay and why.
 	By, Reason string
-	// KeyFunc returns the job key of a generation (jobs.Key).
+	// KeyFunc returns the job key of a generation (jobs.Key). The
+	// generation is chosen inside NewGeneration's transaction, and the
+	// key is the row's primary key inserted there; the key's rules are
+	// the jobs package's, which dedupe does not import.
 	KeyFunc func(generation int) string
 }
 

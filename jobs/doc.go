@@ -30,6 +30,25 @@
 // it finishing it: the claim in job_runs keeps any extra copy of a task
 // from calling the destination twice.
 //
+// # Replay
+//
+// The [Replayer] (replay.go) is the one place that says what a replay
+// does; the admin API and its pages call it (the CLI through the API),
+// and only check the request at the edge and render the answer. Per
+// destination of the event (every one whose filter wants the event's
+// type, unless one is named): a done run answers with its stored result
+// and calls nothing; a failed or dead run is reopened with the same key
+// (attempts reset, calls still counted); a destination without a run
+// gets its first one (dedupe's OpenFirstRun); a running or skipped_stale
+// run is left alone. Only Force makes another key: dedupe records the
+// next generation under a lock on the event, keyed by [Key] (<key>#N),
+// with who asked and why, and it must name its destinations and a
+// reason ([ErrBadReplay]). Every run a replay opens is due in Postgres
+// before it is enqueued, so a lost enqueue ([ErrEnqueueFailed]) is
+// written by the Reconciler. A bulk replay selects events as the admin
+// listing does, newest first, at most its limit per call, and replays
+// each as above.
+//
 // # Outcomes
 //
 // A destination's answer is classified (deliver.go) and settled

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -26,6 +28,16 @@ type runStore interface {
 
 // Routes maps a source name to its destinations by name.
 type Routes map[string]map[string]Destination
+
+// DestinationNames returns the names of source's destinations, sorted,
+// or ErrUnknownSource.
+func (r Routes) DestinationNames(source string) ([]string, error) {
+	dests, ok := r[source]
+	if !ok {
+		return nil, ErrUnknownSource
+	}
+	return slices.Sorted(maps.Keys(dests)), nil
+}
 
 // DestinationCounts returns how many destinations each source has (what
 // dedupe's event state needs to tell queued from done).

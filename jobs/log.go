@@ -19,12 +19,20 @@ type loggerKey struct{}
 // the handler, so it is decoded once.
 type payloadKey struct{}
 
-// loggerFrom returns the task's logger from ctx, or fallback.
+// loggerFrom returns the logger ctx carries (the task's, or one WithLogger
+// put there), or fallback.
 func loggerFrom(ctx context.Context, fallback *slog.Logger) *slog.Logger {
 	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
 		return l
 	}
 	return fallback
+}
+
+// WithLogger returns ctx carrying log: what jobs does with ctx (a
+// Replayer's replays) logs there, so an admin request's lines carry its
+// request id.
+func WithLogger(ctx context.Context, log *slog.Logger) context.Context {
+	return context.WithValue(ctx, loggerKey{}, log)
 }
 
 // logMiddleware derives a logger carrying the task's source, event id,
@@ -45,7 +53,7 @@ func logMiddleware(base *slog.Logger) asynq.MiddlewareFunc {
 			if n, ok := asynq.GetRetryCount(ctx); ok {
 				log = log.With(slog.Int("task_retry", n))
 			}
-			return next.ProcessTask(context.WithValue(ctx, loggerKey{}, log), t)
+			return next.ProcessTask(WithLogger(ctx, log), t)
 		})
 	}
 }

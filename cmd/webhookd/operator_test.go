@@ -15,6 +15,7 @@ import (
 	"github.com/webhookd/webhookd/internal/pipelinetest"
 	"github.com/webhookd/webhookd/internal/proctest"
 	"github.com/webhookd/webhookd/internal/sink"
+	"github.com/webhookd/webhookd/jobs"
 )
 
 // cliToken is the admin token of the operator commands' tests, and
@@ -112,7 +113,7 @@ func TestOperatorCommandsOverTheAdminAPI(t *testing.T) {
 		t.Fatalf("refused replays changed something: %d runs (was %d), %d calls", got, runs, dest.Stats().Calls)
 	}
 
-	if out := ok("replay", "stripe", "evt_cli_1"); !strings.Contains(out, admin.ActionStoredResult) {
+	if out := ok("replay", "stripe", "evt_cli_1"); !strings.Contains(out, jobs.ActionStoredResult) {
 		t.Errorf("replay of a done event:\n%s", out)
 	}
 	if out := ok("replay", "stripe", "evt_cli_1", "--force", "--destination", "sink", "--reason", "customer asked"); !strings.Contains(out, "stripe:sink:evt_cli_1#2") {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/webhookd/webhookd/gateway/admin"
+	"github.com/webhookd/webhookd/jobs"
 )
 
 func replayCommand() *cobra.Command {
@@ -62,7 +62,7 @@ $WEBHOOKD_ADMIN_TOKEN.`,
 				if destination != "" {
 					return errors.New("give --destination or --all-destinations, not both")
 				}
-				destination = admin.AllDestinations
+				destination = jobs.AllDestinations
 			}
 			c, err := newAdminClient(cmd)
 			if err != nil {
@@ -140,7 +140,7 @@ func replayFlagsApply(cmd *cobra.Command, single bool, filterFlags []string) err
 
 // printReplay prints what a replay by id did, per destination.
 func printReplay(w io.Writer, raw []byte) error {
-	var res admin.ReplayResult
+	var res jobs.ReplayResult
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return fmt.Errorf("webhookd's answer to the replay is not what this webhookd expects: %w", err)
 	}
@@ -159,7 +159,7 @@ func printReplay(w io.Writer, raw []byte) error {
 
 // printBulk prints what a bulk replay did or, dry, would do.
 func printBulk(w io.Writer, raw []byte) error {
-	var res admin.BulkResult
+	var res jobs.BulkResult
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return fmt.Errorf("webhookd's answer to the bulk replay is not what this webhookd expects: %w", err)
 	}

@@ -26,19 +26,6 @@ type eventStore interface {
 	GetEvent(ctx context.Context, source, externalID string, destinations int, filters ...dedupe.DestinationFilter) (dedupe.EventDetail, error)
 }
 
-// runStore reopens and adds runs for replays; *dedupe.Store satisfies it.
-type runStore interface {
-	ReopenRun(ctx context.Context, key, by, reason string) (dedupe.Run, bool, error)
-	OpenFirstRun(ctx context.Context, r dedupe.FirstRun) (dedupe.Run, bool, error)
-	NewGeneration(ctx context.Context, g dedupe.NewGeneration) (dedupe.Run, error)
-}
-
-// requeuer puts a key's task on the queue so that it runs;
-// *jobs.Enqueuer satisfies it.
-type requeuer interface {
-	Requeue(ctx context.Context, p jobs.DeliverPayload) error
-}
-
 // Config configures the admin surface.
 type Config struct {
 	// Tokens are the full-access admin tokens (several while rotating):
@@ -67,8 +54,8 @@ type Config struct {
 	SessionTTL time.Duration
 	// Now returns the time for session expiry. Defaults to time.Now.
 	Now func() time.Time
-	// Routes are the configured sources and their destinations; replays
-	// go to these destinations.
+	// Routes are the configured sources and their destinations, for the
+	// filters and the pages (the Replayer has its own).
 	Routes jobs.Routes
 	// Dashboard, when set, is served at /admin/queues/ behind the same
 	// check (see NewDashboard).
@@ -107,30 +94,28 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Admin serves the admin API, the event browser and the dashboard, and
-// runs replays (also for the CLI).
+// Admin serves the admin API, the event browser and the dashboard; its
+// replays (also the CLI's, through the API) are a jobs.Replayer's.
 type Admin struct {
-	events eventStore
-	runs   runStore
-	queue  requeuer
-	cfg    Config
-	auth   *authenticator
-	log    *slog.Logger
-	pages  map[string]*template.Template
+	events  eventStore
+	replays replayer
+	cfg     Config
+	auth    *authenticator
+	log     *slog.Logger
+	pages   map[string]*template.Template
 }
 
-// New returns the admin surface on events and runs (both *dedupe.Store in
-// production), enqueuing replays through q.
-func New(events eventStore, runs runStore, q requeuer, cfg Config) *Admin {
+// New returns the admin surface on events (*dedupe.Store in production),
+// replaying through replays (a *jobs.Replayer).
+func New(events eventStore, replays replayer, cfg Config) *Admin {
 	cfg = cfg.WithDefaults()
 	return &Admin{
-		events: events,
-		runs:   runs,
-		queue:  q,
-		cfg:    cfg,
-		auth:   newAuthenticator(cfg),
-		log:    cfg.Logger,
-		pages:  parsePages(),
+		events:  events,
+		replays: replays,
+		cfg:     cfg,
+		auth:    newAuthenticator(cfg),
+		log:     cfg.Logger,
+		pages:   parsePages(),
 	}
 }
 
@@ -219,21 +204,6 @@ func (a *Admin) requestLog(c echo.Context) *slog.Logger {
 	return a.log.With(gateway.RequestAttrs(c)...)
 }
 
-// destinations returns the configured destination names of source,
-// sorted, or jobs.ErrUnknownSource.
-func (a *Admin) destinations(source string) ([]string, error) {
-	dests, ok := a.cfg.Routes[source]
-	if !ok {
-		return nil, jobs.ErrUnknownSource
-	}
-	names := make([]string, 0, len(dests))
-	for n := range dests {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names, nil
-}
-
 // sources returns the configured source names, sorted.
 func (a *Admin) sources() []string {
 	names := make([]string, 0, len(a.cfg.Routes))
@@ -255,10 +225,10 @@ func httpError(err error) error {
 		return echo.NewHTTPError(http.StatusNotFound, "event not found")
 	case errors.Is(err, jobs.ErrUnknownSource), errors.Is(err, jobs.ErrUnknownDestination):
 		return echo.NewHTTPError(http.StatusUnprocessableEntity, err.Error())
-	case errors.Is(err, dedupe.ErrBadCursor), errors.Is(err, ErrBadFilter), errors.Is(err, ErrBadReplay),
+	case errors.Is(err, dedupe.ErrBadCursor), errors.Is(err, ErrBadFilter), errors.Is(err, jobs.ErrBadReplay),
 		errors.Is(err, textfield.ErrInvalid):
 		return echo.NewHTTPError(http.StatusBadRequest, err.Error())
-	case errors.Is(err, ErrEnqueueFailed):
+	case errors.Is(err, jobs.ErrEnqueueFailed):
 		return echo.NewHTTPError(http.StatusServiceUnavailable, strings.TrimSpace(err.Error()))
 	case errors.Is(err, dedupe.ErrTooSlow):
 		return echo.NewHTTPError(http.StatusServiceUnavailable, "the database did not answer in time; try again or narrow the filter")

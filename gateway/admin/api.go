@@ -16,6 +16,7 @@ import (
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/internal/tracing"
+	"github.com/webhookd/webhookd/jobs"
 )
 
 // EventJSON is an event in the API's answers (GET /admin/events).
@@ -317,14 +318,14 @@ func (a *Admin) replayEvent(c echo.Context) error {
 	}); err != nil {
 		return bindError("replay", err)
 	}
-	res, err := a.replay(c.Request().Context(), a.requestLog(c), ReplayRequest{
+	res, err := a.replay(c.Request().Context(), a.requestLog(c), jobs.ReplayRequest{
 		Source: source, EventID: id, Destination: in.Destination, Force: in.Force, By: in.By, Reason: in.Reason,
 	})
-	if errors.Is(err, ErrEnqueueFailed) {
+	if errors.Is(err, jobs.ErrEnqueueFailed) {
 		return c.JSON(http.StatusServiceUnavailable, struct {
 			Error string `json:"error"`
-			ReplayResult
-		}{ErrEnqueueFailed.Error(), res})
+			jobs.ReplayResult
+		}{jobs.ErrEnqueueFailed.Error(), res})
 	}
 	if err != nil {
 		return httpError(err)

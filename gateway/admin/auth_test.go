@@ -189,7 +189,7 @@ func TestAuthDashboardActionsWhenAllowed(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{token: "tok"})
 	gw := gateway.New(gateway.Config{Registry: prometheus.NewRegistry()}, nil, nil)
-	admin.New(b.p.Store, b.p.Store, b.p.Enqueuer, admin.Config{
+	admin.New(b.p.Store, b.replays, admin.Config{
 		Tokens: []string{"tok"}, Routes: b.p.Routes, Dashboard: admin.NewDashboard(b.p.Redis.Client, false),
 	}).Mount(gw.Echo())
 	req := httptest.NewRequest("POST", "/admin/queues/api/queues/"+b.p.Redis.Queue+":pause", nil)
@@ -294,7 +294,7 @@ func TestAuthRotation(t *testing.T) {
 	// as after a restart with a new config.
 	serve := func(full, ro []string) string {
 		gw := gateway.New(gateway.Config{Registry: prometheus.NewRegistry()}, nil, nil)
-		admin.New(b.p.Store, b.p.Store, b.p.Enqueuer, admin.Config{Tokens: full, ReadOnlyTokens: ro, Routes: b.p.Routes}).Mount(gw.Echo())
+		admin.New(b.p.Store, b.replays, admin.Config{Tokens: full, ReadOnlyTokens: ro, Routes: b.p.Routes}).Mount(gw.Echo())
 		srv := httptest.NewServer(gw)
 		t.Cleanup(srv.Close)
 		return srv.URL

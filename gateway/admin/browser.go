@@ -19,6 +19,7 @@ import (
 
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway"
+	"github.com/webhookd/webhookd/jobs"
 )
 
 //go:embed templates/*.html
@@ -258,7 +259,7 @@ func (a *Admin) browseEvent(c echo.Context) error {
 	if err != nil {
 		return httpError(err)
 	}
-	dests, _ := a.destinations(source)
+	dests, _ := a.cfg.Routes.DestinationNames(source)
 	data := eventPage{Event: d, Destinations: dests, Payload: showPayload(d.Payload), Headers: indentJSON(gateway.MaskHeaders(d.Headers)), TraceID: traceID(d.TraceParent), Flash: flashes[c.QueryParam("replayed")]}
 	if c.QueryParam("error") != "" {
 		data.FlashError = "The replay was recorded but could not be enqueued (is Redis up?). Replay again without force."
@@ -277,13 +278,13 @@ func (a *Admin) browseReplay(c echo.Context) error {
 	if err := parseForm(r); err != nil {
 		return err
 	}
-	req := ReplayRequest{
+	req := jobs.ReplayRequest{
 		Source: source, EventID: id, Force: r.PostForm.Get("force") == "true", Destination: r.PostForm.Get("destination"),
 		By: strings.TrimSpace(r.PostForm.Get("by")), Reason: strings.TrimSpace(r.PostForm.Get("reason")),
 	}
 	res, err := a.replay(c.Request().Context(), a.requestLog(c), req)
 	switch {
-	case errors.Is(err, ErrEnqueueFailed):
+	case errors.Is(err, jobs.ErrEnqueueFailed):
 		return c.Redirect(http.StatusSeeOther, eventPageURL(source, id, url.Values{"error": {"enqueue"}}))
 	case err != nil:
 		return httpError(err)

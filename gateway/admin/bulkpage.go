@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/webhookd/webhookd/jobs"
 )
 
 // bulkPreviewSample is how many of the matching events the bulk replay
@@ -23,12 +25,12 @@ type bulkPage struct {
 	// ListURL is the event list with the same filter.
 	ListURL string
 	// Preview is the dry run: the count and the first events.
-	Preview BulkResult
+	Preview jobs.BulkResult
 	Matched string
 	// Limit is how many events one confirmation replays.
 	Limit int
 	// Done is what the confirmed replay did, when it ran.
-	Done  *BulkResult
+	Done  *jobs.BulkResult
 	Error string
 }
 

@@ -55,6 +55,11 @@
 // and calls nothing; a failed or dead run is retried with the same key
 // (the destination deduplicates on it); only force starts a new
 // generation, <key>#N, recorded with who and why before it is enqueued,
-// and it must name its destinations and a reason. The API's POSTs read
-// only JSON bodies: any other is 415, never an empty request.
+// and it must name its destinations and a reason. Those rules are
+// jobs.Replayer's (package jobs, beside the key); admin checks the
+// request's text and filter at the edge, maps the errors to statuses
+// (400 jobs.ErrBadReplay, 404 unknown event, 422 unknown source or
+// destination, 503 jobs.ErrEnqueueFailed) and renders the answer. The
+// API's POSTs read only JSON bodies: any other is 415, never an empty
+// request.
 package admin

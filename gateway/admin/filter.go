@@ -10,6 +10,7 @@ import (
 
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/textfield"
+	"github.com/webhookd/webhookd/jobs"
 )
 
 // ErrBadFilter is returned for a filter value that cannot be understood
@@ -123,7 +124,7 @@ func (a *Admin) eventFilter(in filterInput, now time.Time) (dedupe.EventFilter, 
 	if f.Status != "" && !slices.Contains(RunStatuses, f.Status) {
 		return f, fmt.Errorf("%w: unknown run status %q (want one of %s)", ErrBadFilter, f.Status, strings.Join(RunStatuses, ", "))
 	}
-	if in.Destination != "" && in.Destination != AllDestinations {
+	if in.Destination != "" && in.Destination != jobs.AllDestinations {
 		f.Sources, f.RunDestination = a.sourcesWith(in.Destination), in.Destination
 	}
 	var err error

@@ -84,13 +84,14 @@ func (d *destination) total() int {
 
 // bundle is one test's pipeline with the admin surface on its own server.
 type bundle struct {
-	p     *pipelinetest.Pipeline
-	dest  *destination
-	admin *admin.Admin
-	srv   *httptest.Server
-	gw    *gateway.Server
-	logs  *logtest.Buffer
-	token string
+	p       *pipelinetest.Pipeline
+	dest    *destination
+	admin   *admin.Admin
+	replays *jobs.Replayer
+	srv     *httptest.Server
+	gw      *gateway.Server
+	logs    *logtest.Buffer
+	token   string
 }
 
 type options struct {
@@ -161,7 +162,8 @@ func setup(t *testing.T, o options) *bundle {
 	if o.loseRequeues {
 		queue = lostRequeues{}
 	}
-	adm := admin.New(p.Store, p.Store, queue, cfg)
+	replays := jobs.NewReplayer(p.Store, queue, p.Routes, jobs.ReplayerConfig{Logger: log})
+	adm := admin.New(p.Store, replays, cfg)
 	adm.Mount(gw.Echo())
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
@@ -170,7 +172,7 @@ func setup(t *testing.T, o options) *bundle {
 			t.Logf("admin logs:\n%s", logs.String())
 		}
 	})
-	return &bundle{p: p, dest: dest, admin: adm, srv: srv, gw: gw, logs: logs, token: o.token}
+	return &bundle{p: p, dest: dest, admin: adm, replays: replays, srv: srv, gw: gw, logs: logs, token: o.token}
 }
 
 // send delivers a signed Stripe event with id and returns its key.

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/dedupe"
-	"github.com/webhookd/webhookd/gateway/admin"
 	"github.com/webhookd/webhookd/internal/pipelinetest"
 	"github.com/webhookd/webhookd/jobs"
 )
@@ -20,11 +19,11 @@ func TestReplayDoneAnswersStoredResultAndCallsNothing(t *testing.T) {
 	key := b.send(t, "evt_done")
 	b.waitState(t, "evt_done", dedupe.StatusDone)
 
-	var res admin.ReplayResult
+	var res jobs.ReplayResult
 	if code := b.do(t, "POST", "/admin/events/stripe/evt_done/replay", "", &res); code != http.StatusOK {
 		t.Fatalf("replay of a done event: %d, want 200", code)
 	}
-	if len(res.Runs) != 1 || res.Runs[0].Action != admin.ActionStoredResult || res.Enqueued {
+	if len(res.Runs) != 1 || res.Runs[0].Action != jobs.ActionStoredResult || res.Enqueued {
 		t.Fatalf("replay result %+v", res)
 	}
 	var stored struct {
@@ -47,11 +46,11 @@ func TestReplayFailedRetriesWithTheSameKey(t *testing.T) {
 	}
 
 	b.dest.setStatus(http.StatusOK)
-	var res admin.ReplayResult
+	var res jobs.ReplayResult
 	if code := b.do(t, "POST", "/admin/events/stripe/evt_fail/replay", `{"by":"dana","reason":"fixed the 400"}`, &res); code != http.StatusAccepted {
 		t.Fatalf("replay of a failed event: %d, want 202 (%+v)", code, res)
 	}
-	if res.Runs[0].Action != admin.ActionRequeued || res.Runs[0].Key != key {
+	if res.Runs[0].Action != jobs.ActionRequeued || res.Runs[0].Key != key {
 		t.Fatalf("replay result %+v", res)
 	}
 	d := b.waitState(t, "evt_fail", dedupe.StatusDone)
@@ -86,9 +85,9 @@ func TestReplayForceStartsARecordedGeneration(t *testing.T) {
 	key := b.send(t, "evt_force")
 	b.waitState(t, "evt_force", dedupe.StatusDone)
 
-	var res admin.ReplayResult
+	var res jobs.ReplayResult
 	code := b.do(t, "POST", "/admin/events/stripe/evt_force/replay?force=true&destination=billing&by=erin&reason=customer+asked", "", &res)
-	if code != http.StatusAccepted || res.Runs[0].Action != admin.ActionForced || res.Runs[0].Key != key+"#2" {
+	if code != http.StatusAccepted || res.Runs[0].Action != jobs.ActionForced || res.Runs[0].Key != key+"#2" {
 		t.Fatalf("forced replay: %d %+v", code, res)
 	}
 	pipelinetest.Eventually(t, 20*time.Second, "the #2 call", func() bool { return b.dest.calls(key+"#2") == 1 })
@@ -157,7 +156,7 @@ func TestReplayKeysCannotCollideThroughHash(t *testing.T) {
 		attacker := b.send(t, "X#2")
 		b.waitState(t, "X#2", dedupe.StatusDone)
 
-		var res admin.ReplayResult
+		var res jobs.ReplayResult
 		code := b.do(t, "POST", "/admin/events/stripe/X/replay?force=true&destination=billing&by=erin&reason=again", "", &res)
 		if code != http.StatusAccepted || len(res.Runs) != 1 || res.Runs[0].Key != victim+"#2" {
 			t.Fatalf("forced replay of X: %d %+v", code, res)
@@ -226,7 +225,7 @@ func TestBulkReplayDryRunThenCapped(t *testing.T) {
 	b.dest.setStatus(http.StatusOK)
 	callsBefore := b.dest.total()
 
-	var dry admin.BulkResult
+	var dry jobs.BulkResult
 	if code := b.do(t, "POST", "/admin/replay", `{"source":"stripe","state":"failed","since":"1h"}`, &dry); code != http.StatusOK {
 		t.Fatalf("dry run: %d", code)
 	}
@@ -238,14 +237,14 @@ func TestBulkReplayDryRunThenCapped(t *testing.T) {
 		b.waitState(t, id, dedupe.StatusFailed)
 	}
 
-	var first admin.BulkResult
+	var first jobs.BulkResult
 	if code := b.do(t, "POST", "/admin/replay", `{"state":"failed","since":"1h","dry_run":false,"limit":2,"by":"ops"}`, &first); code != http.StatusAccepted {
 		t.Fatalf("bulk replay: %d %+v", code, first)
 	}
 	if first.DryRun || first.Matched != 3 || first.Selected != 2 || first.Enqueued != 2 || first.Next == "" {
 		t.Fatalf("capped bulk replay %+v", first)
 	}
-	var second admin.BulkResult
+	var second jobs.BulkResult
 	body := `{"state":"failed","since":"1h","dry_run":false,"limit":2,"cursor":"` + first.Next + `"}`
 	if code := b.do(t, "POST", "/admin/replay", body, &second); code != http.StatusAccepted || second.Enqueued != 1 || second.Next != "" {
 		t.Fatalf("bulk replay, second page: %d %+v", code, second)
@@ -298,9 +297,9 @@ func TestReplayForwardsARecordedOnlyEvent(t *testing.T) {
 	}
 	stays(t, time.Second, "destination calls", func() bool { return b.dest.total() == 0 })
 
-	var res admin.ReplayResult
+	var res jobs.ReplayResult
 	if code := b.do(t, "POST", "/admin/events/stripe/evt_elsewhere/replay", "", &res); code != http.StatusAccepted ||
-		len(res.Runs) != 1 || res.Runs[0].Action != admin.ActionEnqueued {
+		len(res.Runs) != 1 || res.Runs[0].Action != jobs.ActionEnqueued {
 		t.Fatalf("replay of a recorded-only event: %d %+v", code, res)
 	}
 	b.waitState(t, "evt_elsewhere", dedupe.StatusDone)
@@ -323,9 +322,9 @@ func TestReplayOfARecordedOnlyEventOutlivesALostTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res admin.ReplayResult
+	var res jobs.ReplayResult
 	if code := b.do(t, "POST", "/admin/events/stripe/evt_lost/replay", "", &res); code != http.StatusAccepted ||
-		len(res.Runs) != 1 || res.Runs[0].Action != admin.ActionEnqueued {
+		len(res.Runs) != 1 || res.Runs[0].Action != jobs.ActionEnqueued {
 		t.Fatalf("replay of a recorded-only event: %d %+v", code, res)
 	}
 	b.waitState(t, "evt_lost", dedupe.StatusDone)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/dedupe"
-	"github.com/webhookd/webhookd/gateway/admin"
+	"github.com/webhookd/webhookd/jobs"
 )
 
 // TestForcedReplayNamesItsDestinationsAndReason: a forced replay that
@@ -38,7 +38,7 @@ func TestForcedReplayNamesItsDestinationsAndReason(t *testing.T) {
 	if got := b.p.Schema.Int(t, `SELECT count(*) FROM job_runs`); got != runs {
 		t.Fatalf("refused forced replays recorded runs: %d, was %d", got, runs)
 	}
-	var res admin.ReplayResult
+	var res jobs.ReplayResult
 	if code := b.do(t, "POST", "/admin/events/stripe/evt_fx/replay", `{"force":true,"destination":"*","reason":"resend"}`, &res); code != http.StatusAccepted ||
 		len(res.Runs) != 1 || res.Runs[0].Key != key+"#2" {
 		t.Fatalf("forced replay to all destinations: %d %+v", code, res)
