@@ -162,9 +162,10 @@ func TestBrowserSearchAndBulkReplay(t *testing.T) {
 		t.Errorf("total %q, want 5", got)
 	}
 	step(t, ctx, "searching by an id prefix",
+		markStale,
 		chromedp.SendKeys(chromedp.CSS(`#filter-q`), "evt_1Nx"),
 		chromedp.Click(chromedp.CSS(`#search`)),
-		chromedp.WaitVisible(chromedp.CSS(`#events`)),
+		freshEvents,
 	)
 	if got := rows(); !slices.Equal(got, []string{"evt_1Nx_bad", "evt_1Nx_ok"}) {
 		t.Errorf("search q=evt_1Nx: %q", got)
@@ -173,11 +174,12 @@ func TestBrowserSearchAndBulkReplay(t *testing.T) {
 		t.Errorf("type column: %q", got)
 	}
 	step(t, ctx, "searching by type and run status",
+		markStale,
 		chromedp.Clear(chromedp.CSS(`#filter-q`)),
 		chromedp.SendKeys(chromedp.CSS(`#filter-type`), "charge.*"),
 		chromedp.SetValue(chromedp.CSS(`#filter-status`), dedupe.StatusFailed),
 		chromedp.Click(chromedp.CSS(`#search`)),
-		chromedp.WaitVisible(chromedp.CSS(`#events`)),
+		freshEvents,
 	)
 	if got := rows(); !slices.Equal(got, []string{"ch_9_bad"}) {
 		t.Errorf("search type=charge.* status=failed: %q", got)
@@ -215,3 +217,10 @@ func TestBrowserSearchAndBulkReplay(t *testing.T) {
 	pipelinetest.Eventually(t, 10*time.Second, "the two replays called", func() bool { return b.dest.total() == callsBefore+2 })
 	stays(t, 500*time.Millisecond, "destination calls", func() bool { return b.dest.total() == callsBefore+2 })
 }
+
+// markStale marks the page shown now, so freshEvents waits for the next
+// one: the #events list is on both.
+var markStale = chromedp.Evaluate[chromedp.Void](`void (document.body.dataset.stale = "1")`)
+
+// freshEvents waits for the #events list of a page loaded after markStale.
+var freshEvents = chromedp.WaitVisible(chromedp.CSS(`body:not([data-stale]) #events`))
