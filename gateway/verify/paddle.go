@@ -3,10 +3,8 @@ package verify
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/hex"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -89,12 +87,8 @@ func (s *paddleScheme) writeSigned(w io.Writer, r Request) bool {
 }
 
 func (s *paddleScheme) sign(body []byte, now time.Time, _ string) (http.Header, string, error) {
-	st := s.macs[0].get()
-	defer s.macs[0].put(st)
-	ts := strconv.FormatInt(now.Unix(), 10)
-	st.writeString(ts + ":")
-	st.h.Write(body)
+	ts, sig := s.macs[0].signTimestamped(now, ":", body)
 	h := http.Header{}
-	h.Set(paddleHeader, "ts="+ts+";h1="+hex.EncodeToString(st.finish()))
+	h.Set(paddleHeader, "ts="+ts+";h1="+sig)
 	return h, "", nil
 }

@@ -3,11 +3,9 @@ package verify
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/hex"
 	"hash"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -116,13 +114,9 @@ func (s *stripeScheme) writeSigned(w io.Writer, r Request) bool {
 }
 
 func (s *stripeScheme) sign(body []byte, now time.Time, _ string) (http.Header, string, error) {
-	st := s.macs[0].get()
-	defer s.macs[0].put(st)
-	ts := strconv.FormatInt(now.Unix(), 10)
-	st.writeString(ts + ".")
-	st.h.Write(body)
+	ts, sig := s.macs[0].signTimestamped(now, ".", body)
 	h := http.Header{}
-	h.Set(stripeHeader, "t="+ts+",v1="+hex.EncodeToString(st.finish()))
+	h.Set(stripeHeader, "t="+ts+",v1="+sig)
 	return h, "", nil
 }
 

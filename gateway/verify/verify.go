@@ -2,6 +2,7 @@ package verify
 
 import (
 	"crypto/hmac"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -371,6 +372,17 @@ func (m *mac) get() *macState {
 }
 
 func (m *mac) put(st *macState) { m.pool.Put(st) }
+
+// signTimestamped returns now as Unix seconds and the hex HMAC of
+// "<seconds><sep><body>" under m, what Stripe-like senders sign.
+func (m *mac) signTimestamped(now time.Time, sep string, body []byte) (ts, sig string) {
+	st := m.get()
+	defer m.put(st)
+	ts = strconv.FormatInt(now.Unix(), 10)
+	st.writeString(ts + sep)
+	st.h.Write(body)
+	return ts, hex.EncodeToString(st.finish())
+}
 
 // writeString writes s to the state's hash through its scratch buffer, so
 // no string-to-slice conversion allocates.
