@@ -102,9 +102,12 @@ type StoredEvent struct {
 
 // claimSQL claims many keys at once: each is created as running, or a
 // retryable failed run, or a held run whose hold has passed, is taken back
-// to running, and the call about to be made is logged in
-// delivery_attempts as 'calling'; any other existing row is reported
-// unchanged. Rows are
+// to running; any other existing row is reported unchanged. The claimed
+// run itself records the call about to be made (calls, started_at, and
+// held_until empty), so no delivery_attempts row is written until the
+// call's outcome is (finishSQL), or the sweep finds the run's lease
+// passed (sweepSQL): one row written per call instead of a row written
+// and then rewritten. Rows are
 // claimed in key order so concurrent batches never deadlock. The existing
 // rows are read in the statement's snapshot: a row the upsert would have
 // taken but did not was taken by a concurrent claim that committed while
@@ -140,15 +143,6 @@ WITH input AS (
           AND (r.source, r.external_id, r.destination, r.generation)
               = (EXCLUDED.source, EXCLUDED.external_id, EXCLUDED.destination, EXCLUDED.generation)
     RETURNING r.key, r.status, r.calls, r.attempts, r.lease_until
-), started AS (
-    -- The call is logged before it is made. An ordered event's call is
-    -- logged by the ordering guard instead, once it lets the call go.
-    INSERT INTO delivery_attempts (key, call, succeeded, duration_ms, state)
-    SELECT c.key, c.calls, false, 0, 'calling'
-    FROM claimed c
-    JOIN input i ON i.key = c.key
-    JOIN events e ON e.source = i.source AND e.external_id = i.external_id
-    WHERE e.order_entity IS NULL
 )
 SELECT i.key,
        c.key IS NOT NULL,

@@ -32,13 +32,13 @@
 //
 // [Store.Claim] is one atomic statement: it creates the row as running, or
 // takes a failed (retryable) row, or a row whose destination hold has
-// passed, back to running, and logs the call about to be made in
-// delivery_attempts as 'calling'. Any other existing row is reported as it
-// is: done with its stored result, running elsewhere (retry later), or
-// finished. [Store.Finish] is conditional on the call number the claim
-// returned, so a worker that outlived its lease cannot overwrite the run
-// the sweep handed to another worker; it completes the call's row either
-// way. What each outcome (done, retry, permanent, hold, stale) does to
+// passed, back to running; the run's calls numbers the call about to be
+// made. Any other existing row is reported as it is: done with its stored
+// result, running elsewhere (retry later), or finished. [Store.Finish] is
+// conditional on the call number the claim returned, so a worker that
+// outlived its lease cannot overwrite the run the sweep handed to another
+// worker; it writes the call's delivery_attempts row either way (one row
+// per call, written once its outcome is known). What each outcome (done, retry, permanent, hold, stale) does to
 // the run is written once, in finishSQL. A hold (429, or 503 with
 // Retry-After) keeps the run running with held_until set and does not
 // count as an attempt.
@@ -50,8 +50,8 @@
 //
 // Recovery is driven by what this package records (recovery.go): a run
 // that is running may have lost its worker ([Store.SweepExpired] turns it
-// into failed with attempts + 1, or dead, once its lease passes, and marks
-// its call 'unknown': the destination may have acted on it); a run whose
+// into failed with attempts + 1, or dead, once its lease passes, and logs
+// its call as 'unknown': the destination may have acted on it); a run whose
 // retry_at has passed should have been claimed ([Store.DueRuns]); an event
 // in the outbox has destinations no worker claimed yet
 // ([Store.UnsettledEvents]; [Store.SettleEvents] takes it out once every

@@ -75,13 +75,16 @@ type UnknownCall struct {
 
 // unknownCallsSQL lists calls of unknown outcome since the window's
 // start, newest first; delivery_attempts_created_at_idx bounds the scan to
-// the window.
+// the window. A call whose outcome was stored after all is not one: a
+// worker's late answer and the sweep that gave up on it may each have
+// written a row for the call, when neither saw the other's (sweepSQL).
 const unknownCallsSQL = `
 SELECT u.key, u.call, u.created_at,
        EXISTS (SELECT 1 FROM delivery_attempts s WHERE s.key = u.key AND s.call > u.call AND s.succeeded),
        count(*) OVER ()
 FROM delivery_attempts u
 WHERE u.state = 'unknown' AND u.created_at >= now() - $1 * interval '1 millisecond'
+  AND NOT EXISTS (SELECT 1 FROM delivery_attempts f WHERE f.key = u.key AND f.call = u.call AND f.state = 'finished')
 ORDER BY u.created_at DESC, u.key
 LIMIT $2`
 

@@ -53,8 +53,9 @@ type Run struct {
 
 // Call states, as stored in delivery_attempts.state.
 const (
-	// CallCalling: the call was logged before it was made; its outcome is
-	// not stored yet.
+	// CallCalling: the call is under way; its outcome is not stored yet.
+	// Only the ordering guard writes such a row; an unordered call under
+	// way is shown from its run (callsInFlight).
 	CallCalling = "calling"
 	// CallFinished: the call's outcome is stored.
 	CallFinished = "finished"
@@ -174,6 +175,7 @@ func (s *Store) GetEvent(ctx context.Context, source, externalID string, destina
 			a.Duration = time.Duration(ms * float64(time.Millisecond))
 			return a, err
 		})
+		d.Attempts = callsInFlight(d.Attempts, d.Runs, d.OrderEntity != "")
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -183,6 +185,46 @@ func (s *Store) GetEvent(ctx context.Context, source, externalID string, destina
 		return EventDetail{}, fmt.Errorf("error reading event: %w", err)
 	}
 	return d, nil
+}
+
+// callsInFlight completes the attempt log read from delivery_attempts:
+// a call under way has no row (its claim writes none, claimSQL), so each
+// run in its claimed call (running, not held) whose call has no row gets
+// one in flight, dated when the call started; an ordered event's call is
+// logged by the ordering guard once it lets the call go, so it is not
+// added. A row of unknown outcome is dropped for a call whose outcome was
+// stored after all (a late answer racing the sweep, sweepSQL).
+func callsInFlight(attempts []Attempt, runs []Run, ordered bool) []Attempt {
+	type call struct {
+		key string
+		n   int
+	}
+	finished := make(map[call]bool, len(attempts))
+	logged := make(map[call]bool, len(attempts))
+	for _, a := range attempts {
+		logged[call{a.Key, a.Call}] = true
+		if a.State == CallFinished {
+			finished[call{a.Key, a.Call}] = true
+		}
+	}
+	out := attempts[:0]
+	for _, a := range attempts {
+		if a.State == CallUnknown && finished[call{a.Key, a.Call}] {
+			continue
+		}
+		out = append(out, a)
+	}
+	for _, r := range runs {
+		if ordered || r.Status != StatusRunning || r.HeldUntil != nil || r.Calls == 0 || logged[call{r.Key, r.Calls}] {
+			continue
+		}
+		a := Attempt{Key: r.Key, Call: r.Calls, State: CallCalling}
+		if r.StartedAt != nil {
+			a.CreatedAt = *r.StartedAt
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 func runs(ctx context.Context, db DB, source, externalID string) ([]Run, error) {

@@ -51,8 +51,7 @@ type Finish struct {
 	// Call is the call number the claim returned.
 	Call int
 	// Called is true when the destination was called; the call's
-	// delivery_attempts row (written when the call started) then gets its
-	// outcome.
+	// delivery_attempts row is then written with its outcome.
 	Called bool
 	// StatusCode is the destination's HTTP status, or 0 without an answer.
 	StatusCode int
@@ -93,9 +92,11 @@ type Finished struct {
 }
 
 // finishSQL stores many outcomes at once, each conditional on the call
-// its claim returned, and completes the delivery_attempts row of every
-// call made (written as 'calling' when the call started; inserted here
-// for a call that has none) or deletes it for a call that was not made. It is the one place that says what an
+// its claim returned, and writes the delivery_attempts row of every call
+// made: inserted, or completed when one exists (logged as 'calling' by
+// the ordering guard, or marked 'unknown' by a sweep that found the
+// lease passed), and deletes a guard's 'calling' row for a call that was
+// not made. It is the one place that says what an
 // outcome does to a run. Each run is found by key and locked, in key
 // order so concurrent batches never deadlock, and whether it is still the
 // claimed call is read from the locked row: a condition on job_runs.status
@@ -178,8 +179,8 @@ type finishResult struct {
 	err      error
 }
 
-// Finish stores how the run claimed as call f.Call ended, and completes
-// the call's delivery_attempts row when one was made. It returns ErrClaimLost if
+// Finish stores how the run claimed as call f.Call ended, and writes the
+// call's delivery_attempts row when one was made. It returns ErrClaimLost if
 // the run was handed on meanwhile.
 func (s *Store) Finish(ctx context.Context, key string, f Finish) (Finished, error) {
 	res, err := finishBatch(ctx, s.pool, []finishRequest{{key: key, finish: f}})

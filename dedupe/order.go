@@ -64,8 +64,9 @@ type VersionRequest struct {
 // advanceVersionSQL records $4 as the entity's newest forwarded version
 // and takes the entity for key $5 until $6 ms from now, unless a newer
 // version is recorded or another key holds the entity; when it does, it
-// logs the call ($7) about to be made, as the claim does for unordered
-// events. The row lock of the upsert makes two workers racing on one
+// logs the call ($7) about to be made as 'calling' (an unordered event's
+// claim logs nothing: its claimed run says the call is under way); a
+// sweep marks the row 'unknown' if the worker stops before the outcome. The row lock of the upsert makes two workers racing on one
 // entity decide one after the other; the hold makes their calls go one
 // after the other, so the destination never sees the older version after
 // the newer one.

@@ -81,11 +81,23 @@ func traceParentSQL(source, externalID string) string {
 
 // sweepSQL turns running runs whose lease has passed into failed runs
 // with attempts + 1 and their retry due now, or dead ones once attempts
-// reach max_attempts, and marks their calls still logged as 'calling' as
-// 'unknown': the worker died (or outlived its lease) between logging the
-// call and storing its outcome, so the destination may have acted on it.
+// reach max_attempts, and logs their claimed call as 'unknown': the
+// worker died (or outlived its lease) between its claim and storing the
+// call's outcome, so the destination may have acted on it. The claim
+// writes no row for its call (claimSQL): a run swept while in its call
+// (held_until empty: not a hold) whose call has no row gets one, dated
+// when the claim started it; an ordered event's call is logged by the
+// ordering guard only once it lets the call go, so its row, if any, is
+// marked instead (as is any row still 'calling').
 var sweepSQL = `
-WITH swept AS (
+WITH expired AS MATERIALIZED (
+    SELECT key, held_until IS NULL AS in_call
+    FROM job_runs
+    WHERE status = 'running' AND lease_until < now()
+    ORDER BY lease_until
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), swept AS (
     UPDATE job_runs r SET
         attempts = r.attempts + 1,
         status = CASE WHEN r.attempts + 1 >= r.max_attempts THEN 'dead' ELSE 'failed' END,
@@ -94,25 +106,30 @@ WITH swept AS (
         last_error = 'lease expired: the worker stopped without finishing',
         lease_until = NULL,
         held_until = NULL
-    WHERE r.key IN (
-        SELECT key FROM job_runs
-        WHERE status = 'running' AND lease_until < now()
-        ORDER BY lease_until
-        LIMIT $1
-        FOR UPDATE SKIP LOCKED)
+    WHERE r.key IN (SELECT key FROM expired)
     RETURNING r.key, r.source, r.external_id, r.destination, r.generation, r.status, r.attempts, now() AS due,
-              ` + traceParentSQL("r.source", "r.external_id") + ` AS trace_parent
+              ` + traceParentSQL("r.source", "r.external_id") + ` AS trace_parent,
+              r.calls, r.started_at
 ), unknown AS (
     UPDATE delivery_attempts a SET state = 'unknown'
     FROM swept s
     WHERE a.key = s.key AND a.state = 'calling'
+), unlogged AS (
+    INSERT INTO delivery_attempts (key, call, succeeded, duration_ms, state, created_at)
+    SELECT s.key, s.calls, false, 0, 'unknown', COALESCE(s.started_at, now())
+    FROM swept s
+    JOIN expired x ON x.key = s.key
+    WHERE x.in_call AND s.calls > 0
+      AND NOT EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.key = s.key AND a.call = s.calls)
+      AND NOT EXISTS (SELECT 1 FROM events e
+                      WHERE e.source = s.source AND e.external_id = s.external_id AND e.order_entity IS NOT NULL)
 )
-SELECT * FROM swept`
+SELECT key, source, external_id, destination, generation, status, attempts, due, trace_parent FROM swept`
 
 // SweepExpired resets up to limit running runs whose lease has passed:
 // each becomes failed with attempts + 1 and its retry due now, or dead
-// once attempts reach max_attempts; a call it logged as started becomes
-// one of unknown outcome. Runs another sweep is resetting are skipped.
+// once attempts reach max_attempts; the call it claimed is logged as one
+// of unknown outcome. Runs another sweep is resetting are skipped.
 // The caller makes sure the failed ones have a task.
 func (s *Store) SweepExpired(ctx context.Context, limit int) ([]UnsettledRun, error) {
 	rows, err := s.pool.Query(ctx, sweepSQL, limit)

@@ -127,9 +127,10 @@ func TestSweepExpired(t *testing.T) {
 	})
 }
 
-// TestCallLog: a claimed call is logged before it is made, its outcome
-// completes the row, a sweep turns a call whose worker died into one of
-// unknown outcome, and that worker's late answer still lands on its row.
+// TestCallLog: a claimed call writes no row until its outcome is stored
+// (one row per call) and shows in flight from its run; a sweep logs a
+// call whose worker died as one of unknown outcome, dated when the call
+// started, and that worker's late answer still lands on its row.
 func TestCallLog(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -139,14 +140,21 @@ func TestCallLog(t *testing.T) {
 	first := mustClaim(t, b, req, dedupe.Claimed)
 	state := func(call int) string {
 		var s string
-		if err := b.schema.Pool.QueryRow(ctx, `SELECT state || '/' || COALESCE(outcome, '') FROM delivery_attempts WHERE key = $1 AND call = $2`,
+		if err := b.schema.Pool.QueryRow(ctx, `SELECT string_agg(state || '/' || COALESCE(outcome, ''), ',') FROM delivery_attempts WHERE key = $1 AND call = $2`,
 			req.Key, call).Scan(&s); err != nil {
 			t.Fatalf("call %d: %v", call, err)
 		}
 		return s
 	}
-	if got := state(first.Call); got != "calling/" {
-		t.Fatalf("call after the claim: %s, want calling", got)
+	if n := b.schema.Int(t, `SELECT count(*) FROM delivery_attempts`); n != 0 {
+		t.Fatalf("%d calls logged by the claim, want none until the outcome", n)
+	}
+	d, err := b.store.GetEvent(ctx, "src", "evt_1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Attempts) != 1 || d.Attempts[0].State != dedupe.CallCalling || d.Attempts[0].Call != first.Call || d.Attempts[0].CreatedAt.IsZero() {
+		t.Fatalf("attempts shown after the claim: %+v, want the claimed call in flight", d.Attempts)
 	}
 	// The worker dies mid-call; the sweep takes the run back.
 	b.exec(t, `UPDATE job_runs SET lease_until = now() - interval '1 second' WHERE key = $1`, req.Key)
@@ -156,9 +164,16 @@ func TestCallLog(t *testing.T) {
 	if got := state(first.Call); got != "unknown/" {
 		t.Fatalf("call after the sweep: %s, want unknown", got)
 	}
+	if n := b.schema.Int(t, `SELECT count(*) FROM delivery_attempts a JOIN job_runs r ON r.key = a.key WHERE a.created_at = r.started_at`); n != 1 {
+		t.Fatalf("the unknown call is not dated when the call started")
+	}
 	total, calls, err := b.store.UnknownCalls(ctx, 0)
 	if err != nil || total != 1 || len(calls) != 1 || calls[0].Key != req.Key || calls[0].Call != first.Call || calls[0].LaterSuccess {
 		t.Fatalf("unknown calls: %d %+v %v; want the one, with no later success", total, calls, err)
+	}
+	// A second sweep of the same run (it is failed now) logs nothing more.
+	if swept, err := b.store.SweepExpired(ctx, 10); err != nil || len(swept) != 0 {
+		t.Fatalf("second sweep: %v %v", swept, err)
 	}
 	second := mustClaim(t, b, req, dedupe.Claimed)
 	mustFinish(t, b, req.Key, dedupe.Finish{Outcome: dedupe.OutcomeDone, Call: second.Call, Called: true, StatusCode: 200, Result: []byte(`{}`)})
@@ -179,6 +194,89 @@ func TestCallLog(t *testing.T) {
 	}
 	if total, _, _ := b.store.UnknownCalls(ctx, 0); total != 0 {
 		t.Fatalf("%d unknown calls after the late answer, want 0", total)
+	}
+	if d, err := b.store.GetEvent(ctx, "src", "evt_1", 1); err != nil || len(d.Attempts) != 2 ||
+		d.Attempts[0].State != dedupe.CallFinished || d.Attempts[1].State != dedupe.CallFinished {
+		t.Fatalf("attempts shown at the end: %+v %v, want the two calls finished", d.Attempts, err)
+	}
+}
+
+// TestCallLogSweep: the sweep logs an unknown call only for a run swept
+// in its claimed call: not for a held run (its call's outcome is stored,
+// or it made none), not for an ordered event whose guard never let the
+// call go; and a late answer that raced the sweep (both wrote a row for
+// the call) leaves a call of known outcome, not an unknown one.
+func TestCallLogSweep(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	expire := func(key string) {
+		b.exec(t, `UPDATE job_runs SET lease_until = now() - interval '1 second' WHERE key = $1`, key)
+	}
+	logged := func(key string) string {
+		var s string
+		if err := b.schema.Pool.QueryRow(ctx, `SELECT COALESCE(string_agg(call || ':' || state, ',' ORDER BY id), '') FROM delivery_attempts WHERE key = $1`,
+			key).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	// Held after a call (429), then its hold's lease passes unclaimed.
+	b.recordEvent(t, "held_called")
+	held := claimReq("held_called", 5, time.Minute)
+	c := mustClaim(t, b, held, dedupe.Claimed)
+	mustFinish(t, b, held.Key, dedupe.Finish{Outcome: dedupe.OutcomeHold, Call: c.Call, Called: true, StatusCode: 429, Wait: time.Second, Lease: time.Minute})
+	// Held without a call (a rate limit held it).
+	b.recordEvent(t, "held_uncalled")
+	uncalled := claimReq("held_uncalled", 5, time.Minute)
+	c = mustClaim(t, b, uncalled, dedupe.Claimed)
+	mustFinish(t, b, uncalled.Key, dedupe.Finish{Outcome: dedupe.OutcomeHold, Call: c.Call, Wait: time.Second, Lease: time.Minute})
+	// An ordered event whose worker died before its guard decided.
+	b.recordEvent(t, "ordered")
+	b.exec(t, `UPDATE events SET order_entity = 'cus_1', order_version = '1' WHERE external_id = 'ordered'`)
+	ordered := claimReq("ordered", 5, time.Minute)
+	mustClaim(t, b, ordered, dedupe.Claimed)
+	// An ordered event whose guard let the call go: its row is marked.
+	b.recordEvent(t, "ordered_called")
+	b.exec(t, `UPDATE events SET order_entity = 'cus_2', order_version = '1' WHERE external_id = 'ordered_called'`)
+	orderedCalled := claimReq("ordered_called", 5, time.Minute)
+	c = mustClaim(t, b, orderedCalled, dedupe.Claimed)
+	if v, err := b.store.AdvanceVersion(ctx, dedupe.VersionRequest{Source: "src", Destination: "dst", Entity: "cus_2", Version: "1",
+		Key: orderedCalled.Key, Call: c.Call, Hold: time.Minute}); err != nil || v.Outcome != dedupe.VersionFresh {
+		t.Fatalf("advance: %+v %v", v, err)
+	}
+	for _, k := range []string{held.Key, uncalled.Key, ordered.Key, orderedCalled.Key} {
+		expire(k)
+	}
+	if swept, err := b.store.SweepExpired(ctx, 10); err != nil || len(swept) != 4 {
+		t.Fatalf("sweep: %v %v, want the 4 runs", swept, err)
+	}
+	for key, want := range map[string]string{held.Key: "1:finished", uncalled.Key: "", ordered.Key: "", orderedCalled.Key: "1:unknown"} {
+		if got := logged(key); got != want {
+			t.Errorf("%s logged %q after the sweep, want %q", key, got, want)
+		}
+	}
+
+	// A late answer and the sweep, each unaware of the other's row.
+	b.recordEvent(t, "raced")
+	raced := claimReq("raced", 5, time.Minute)
+	c = mustClaim(t, b, raced, dedupe.Claimed)
+	expire(raced.Key)
+	if _, err := b.store.SweepExpired(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	b.exec(t, `INSERT INTO delivery_attempts (key, call, status_code, succeeded, duration_ms, state, outcome)
+        VALUES ($1, $2, 200, true, 5, 'finished', 'done')`, raced.Key, c.Call)
+	if got := logged(raced.Key); got != "1:unknown,1:finished" {
+		t.Fatalf("raced rows %q", got)
+	}
+	if total, calls, err := b.store.UnknownCalls(ctx, 0); err != nil || total != 1 || calls[0].Key != orderedCalled.Key {
+		t.Fatalf("unknown calls %d %+v %v, want only the ordered call (the raced one's outcome is stored)", total, calls, err)
+	}
+	d, err := b.store.GetEvent(ctx, "src", "raced", 1)
+	if err != nil || len(d.Attempts) != 1 || d.Attempts[0].State != dedupe.CallFinished || !d.Attempts[0].Succeeded {
+		t.Fatalf("raced attempts shown: %+v %v, want the finished call only", d.Attempts, err)
 	}
 }
 

@@ -97,6 +97,12 @@ func TestRun(t *testing.T) {
 			if !e.Measured || !e.Drained || e.Delivered != c.DistinctSent || e.Rate <= 0 {
 				t.Errorf("end to end: %+v; want all %d delivered", e, c.DistinctSent)
 			}
+			// What reached the sink after sending stopped is at most
+			// what was delivered, and has its CPU figures.
+			if e.DrainDelivered < 0 || e.DrainDelivered > e.Delivered ||
+				(e.DrainDelivered > 0 && (e.DrainCPU.MachineMicrosPerAck <= 0 || len(e.DrainCPU.Groups) == 0)) {
+				t.Errorf("drain: %d delivered, cpu %+v; want the figures of what was delivered after sending", e.DrainDelivered, e.DrainCPU)
+			}
 			if rep.AckRate <= 0 || rep.SendSeconds < 1.9 || rep.SendSeconds > 30 {
 				t.Errorf("ack rate %.1f over %.2fs", rep.AckRate, rep.SendSeconds)
 			}

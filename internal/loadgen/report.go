@@ -96,6 +96,13 @@ type EndToEnd struct {
 	OutboxBacklog int64 `json:"outbox_backlog"`
 	QueuePending  int64 `json:"queue_pending"`
 	QueueActive   int64 `json:"queue_active"`
+	// DrainDelivered counts the keys that reached the sink after sending
+	// stopped, and DrainCPU is the CPU of that drain per such key (its
+	// "per ack" figures are per delivered event): with nothing sent,
+	// it is what delivery alone costs (relay, worker, Asynq, Postgres,
+	// Redis, sink). Zero when the sink kept up.
+	DrainDelivered int64 `json:"drain_delivered"`
+	DrainCPU       CPU   `json:"drain_cpu"`
 }
 
 // CPU is CPU time per acknowledged event over the sending phase, from
@@ -197,6 +204,13 @@ func (r *Report) WriteText(w io.Writer) error {
 			b.WriteString(" (NOT DRAINED within the timeout)")
 		}
 		fmt.Fprintf(&b, "\n              when sending stopped: outbox backlog %d, queue pending %d, active %d", e.OutboxBacklog, e.QueuePending, e.QueueActive)
+		if d := e.DrainCPU; e.DrainDelivered > 0 {
+			fmt.Fprintf(&b, "\ncpu per delivery (drain: %d events delivered after sending stopped) machine %.0f µs (machine %.0f%% busy), process %.0f µs (%.2f cores)",
+				e.DrainDelivered, d.MachineMicrosPerAck, d.MachineBusyPercent, d.ProcessMicrosPerAck, d.ProcessCores)
+			for _, g := range d.Groups {
+				fmt.Fprintf(&b, "\n              %-26s %6.0f µs/event  %.2f cores", g.Name, g.MicrosPerAck, g.Cores)
+			}
+		}
 	} else {
 		b.WriteString("\nend to end    not measured (no sink or no worker)")
 	}

@@ -197,6 +197,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	cpu1 := readCPU()
 	procs1 := readProcs(database)
+	sentSink := int64(-1) // keys at the sink when sending stopped
+	if sv != nil {
+		if st, err := sv.stats(ctx); err == nil {
+			sentSink = int64(st.Keys)
+		}
+	}
 	backlog, pending, active := queueState(ctx, pool, cfg)
 	rep.PeakRSSMiB = float64(peakRSS()) / (1 << 20)
 	rep.LoadAfter = loadAverage()
@@ -222,39 +228,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		P99: ms(t.hist.ValueAtQuantile(99)), P999: ms(t.hist.ValueAtQuantile(99.9)),
 		Max: ms(t.hist.Max()), Mean: t.hist.Mean() / 1000,
 	}
-	if cpu0.ok && cpu1.ok {
-		tickUS := float64(time.Second/time.Microsecond) / clockTicks
-		busy := float64(cpu1.machineBusy - cpu0.machineBusy)
-		proc := float64(cpu1.process - cpu0.process)
-		if rep.Acks > 0 {
-			rep.CPU.MachineMicrosPerAck = busy * tickUS / float64(rep.Acks)
-			rep.CPU.ProcessMicrosPerAck = proc * tickUS / float64(rep.Acks)
-		}
-		if total := float64(cpu1.machineTotal - cpu0.machineTotal); total > 0 {
-			rep.CPU.MachineBusyPercent = 100 * busy / total
-		}
-		rep.CPU.ProcessCores = proc / clockTicks / rep.SendSeconds
-		groups := cpuByGroup(procs0, procs1)
-		// Processes that ended during the run (compilers, tests of
-		// others) took their ticks with them: "other" is the rest of the
-		// machine's busy time.
-		known := int64(0)
-		for name, t := range groups {
-			if name != "other" {
-				known += t
-			}
-		}
-		groups["other"] = max(0, cpu1.machineBusy-cpu0.machineBusy-known)
-		names := slices.Sorted(maps.Keys(groups))
-		slices.SortStableFunc(names, func(a, b string) int { return cmp.Compare(groups[b], groups[a]) })
-		for _, name := range names {
-			g := CPUGroup{Name: name, Cores: float64(groups[name]) / clockTicks / rep.SendSeconds}
-			if rep.Acks > 0 {
-				g.MicrosPerAck = float64(groups[name]) * tickUS / float64(rep.Acks)
-			}
-			rep.CPU.Groups = append(rep.CPU.Groups, g)
-		}
-	}
+	rep.CPU = cpuOver(cpu0, cpu1, procs0, procs1, rep.Acks, rep.SendSeconds)
 
 	// Drain and check.
 	var newRows int64 = -1
@@ -278,9 +252,60 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if sv != nil {
 		rep.EndToEnd = drain(ctx, sv, baseSink, expected, start, end, cfg.DrainTimeout, cfg.Progress)
 		rep.EndToEnd.OutboxBacklog, rep.EndToEnd.QueuePending, rep.EndToEnd.QueueActive = backlog, pending, active
+		// Only delivery runs while draining: the relay, the worker,
+		// Asynq, Postgres, Redis and the sink. Its CPU per event
+		// delivered meanwhile is the delivery cost.
+		cpu2, procs2 := readCPU(), readProcs(database)
+		if sentSink >= 0 {
+			if during := baseSink + rep.EndToEnd.Delivered - sentSink; during > 0 {
+				rep.EndToEnd.DrainDelivered = during
+				rep.EndToEnd.DrainCPU = cpuOver(cpu1, cpu2, procs1, procs2, during, time.Since(end).Seconds())
+			}
+		}
 	}
 	check(ctx, &rep.Check, pool, sv, baseSink, b, src, newRows)
 	return rep, nil
+}
+
+// cpuOver is the CPU used between two readings, per event (events in
+// the window) and in cores (seconds long).
+func cpuOver(cpu0, cpu1 cpuSample, procs0, procs1 procTicks, events int64, seconds float64) CPU {
+	var c CPU
+	if !cpu0.ok || !cpu1.ok {
+		return c
+	}
+	tickUS := float64(time.Second/time.Microsecond) / clockTicks
+	busy := float64(cpu1.machineBusy - cpu0.machineBusy)
+	proc := float64(cpu1.process - cpu0.process)
+	if events > 0 {
+		c.MachineMicrosPerAck = busy * tickUS / float64(events)
+		c.ProcessMicrosPerAck = proc * tickUS / float64(events)
+	}
+	if total := float64(cpu1.machineTotal - cpu0.machineTotal); total > 0 {
+		c.MachineBusyPercent = 100 * busy / total
+	}
+	c.ProcessCores = proc / clockTicks / seconds
+	groups := cpuByGroup(procs0, procs1)
+	// Processes that ended during the run (compilers, tests of others)
+	// took their ticks with them: "other" is the rest of the machine's
+	// busy time.
+	known := int64(0)
+	for name, t := range groups {
+		if name != "other" {
+			known += t
+		}
+	}
+	groups["other"] = max(0, cpu1.machineBusy-cpu0.machineBusy-known)
+	names := slices.Sorted(maps.Keys(groups))
+	slices.SortStableFunc(names, func(a, b string) int { return cmp.Compare(groups[b], groups[a]) })
+	for _, name := range names {
+		g := CPUGroup{Name: name, Cores: float64(groups[name]) / clockTicks / seconds}
+		if events > 0 {
+			g.MicrosPerAck = float64(groups[name]) * tickUS / float64(events)
+		}
+		c.Groups = append(c.Groups, g)
+	}
+	return c
 }
 
 // queueState reads the outbox backlog and the queue's pending and active
