@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
 )
 
@@ -98,6 +99,13 @@ func sendCommand() *cobra.Command {
 				url += "?" + rawQuery
 			}
 
+			// The id the gateway will see: a body of the operator's own
+			// carries its own.
+			if x, err := eventid.Parse(src.eventIDSpec()); err == nil {
+				if got, err := x.Extract(header, body); err == nil {
+					id = got
+				}
+			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "sending event %s to %s, %d time(s), %d at once\n", id, url, n, concurrency)
 			var (

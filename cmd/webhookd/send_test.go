@@ -194,6 +194,9 @@ func TestSendSignsEveryScheme(t *testing.T) {
 			if got := strings.Count(out.String(), " 202 "); got != 2 {
 				t.Errorf("output shows %d answers 202, want 2:\n%s", got, out.String())
 			}
+			if seen := recv.calls[0].eventID; !strings.HasPrefix(out.String(), "sending event "+seen+" ") {
+				t.Errorf("output does not name the id the receiver saw (%s):\n%s", seen, out.String())
+			}
 		})
 	}
 }
