@@ -32,6 +32,7 @@ func TestRun(t *testing.T) {
 		{name: "webhookd closed loop after a preload", givenDups: 0.5, givenPre: 500},
 		{name: "naive closed loop", givenNaive: true, givenDups: 0.2},
 		{name: "webhookd without worker", givenNoWkr: true},
+		{name: "naive without worker", givenNaive: true, givenNoWkr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

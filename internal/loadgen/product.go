@@ -7,14 +7,24 @@ import (
 	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/internal/tracing"
 	"github.com/webhookd/webhookd/jobs"
+	"github.com/webhookd/webhookd/migrations"
 )
 
 // startWebhookd starts webhookd against env as webhookd.Start assembles
 // it for every deployment (the gateway when env.Gateway, the worker when
 // env.Worker), with the configuration's defaults, and returns its base
-// URL and how to stop it. Tracing is on when the OTEL_* environment
+// URL and how to stop it. With neither role it only applies the
+// migrations and returns no URL. Tracing is on when the OTEL_* environment
 // says so, as for `webhookd serve`, so its cost can be measured.
 func startWebhookd(ctx context.Context, env Env) (string, func() error, error) {
+	if !env.Gateway && !env.Worker {
+		// The naive ingest without a worker: webhookd runs nothing, but
+		// the naive path writes the same schema.
+		if _, err := migrations.Up(ctx, env.DatabaseURL); err != nil {
+			return "", nil, err
+		}
+		return "", func() error { return nil }, nil
+	}
 	src, err := gateway.NewSource(gateway.SourceSpec{Verify: env.Source.Verify, EventID: env.Source.EventID, Destinations: 1})
 	if err != nil {
 		return "", nil, err
