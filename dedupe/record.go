@@ -85,8 +85,7 @@ type eventColumns struct {
 	digests [][]byte
 	windows []int64
 	signed  bool
-	// traceParents are the events' traceparents ("" for none), the
-	// statements' last parameter.
+	// traceParents are the events' traceparents ("" for none).
 	traceParents []string
 }
 
@@ -111,14 +110,13 @@ func (c *eventColumns) add(ev *Event) {
 	c.traceParents = append(c.traceParents, ev.TraceParent)
 }
 
-// args returns the columns as $1..$10 of eventsInputSQL.
+// args returns the columns as $1..$11 of eventsInputSQL.
 func (c *eventColumns) args() []any {
 	return []any{c.sources, c.externalIDs, c.copies, c.contentTypes, c.headers, c.payloads,
-		c.entities, c.versions, c.destinations, c.eventTypes}
+		c.entities, c.versions, c.destinations, c.eventTypes, c.traceParents}
 }
 
-// eventsInputSQL is the input rows of the event statements, $1..$10
-// (args) and the traceparents, $11. They insert
+// eventsInputSQL is the input rows of the event statements (args). They insert
 // them ORDER BY s, x: one lock order for every statement, so concurrent
 // batches (and imports) never deadlock.
 const eventsInputSQL = `
@@ -217,7 +215,6 @@ func RecordBatch(ctx context.Context, db DB, events []Event) ([]Recorded, error)
 	if cols.signed {
 		sql, args = recordSignedSQL, append(args, cols.digests, cols.windows)
 	}
-	args = append(args, cols.traceParents)
 	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("error recording events: %w", err)

@@ -15,13 +15,12 @@ package dedupe
 // table is in this file, except retention's delete of expired rows.
 
 // eventsSignedInputSQL is eventsInputSQL with each event's signed content
-// digest (NULL when unset) and its window in milliseconds, $11 and $12;
-// the traceparents are $13.
+// digest (NULL when unset) and its window in milliseconds, $12 and $13.
 const eventsSignedInputSQL = `
 input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bytea[],
-                         $7::text[], $8::text[], $9::int[], $10::text[], $11::bytea[], $12::bigint[], $13::text[])
-        AS u(s, x, d, ct, h, p, oe, ov, n, t, dg, dw, tp)
+                         $7::text[], $8::text[], $9::int[], $10::text[], $11::text[], $12::bytea[], $13::bigint[])
+        AS u(s, x, d, ct, h, p, oe, ov, n, t, tp, dg, dw)
 )`
 
 // recordSignedSQL is recordSQL for a batch with digests (RecordBatch has

@@ -50,7 +50,7 @@ func (s *Server) ingest(c echo.Context) error {
 		s.metrics.observe("unknown", "rejected_unknown_source", time.Since(start))
 		return jobs.ErrUnknownSource
 	}
-	log := s.log.With(slog.String("source", name)).With(RequestAttrs(c)...)
+	log := s.log.With(append([]any{slog.String("source", name)}, RequestAttrs(c)...)...)
 
 	buf := bodyPool.Get().(*bytes.Buffer)
 	buf.Reset()
