@@ -10,7 +10,6 @@
 package proctest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -25,8 +24,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/webhookd/webhookd/internal/logtest"
 	"github.com/webhookd/webhookd/internal/redistest"
@@ -324,21 +321,7 @@ func (r *Redis) Start() {
 	r.cur = StartProcess(r.tb, fmt.Sprintf("redis-server#%d", r.n), r.bin, []string{
 		"--port", strconv.Itoa(r.Port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no",
 	})
-	client := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.Port)})
-	defer client.Close()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := client.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			r.tb.Fatalf("redis-server on port %d did not answer: %v\n%s", r.Port, err, r.cur.Logs())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitRedis(r.tb, fmt.Sprintf("127.0.0.1:%d", r.Port), r.cur.Logs)
 }
 
 // Stop stops the server; its data is gone.

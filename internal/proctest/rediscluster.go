@@ -45,7 +45,7 @@ func StartRedisCluster(tb testing.TB, n int) *RedisCluster {
 		}))
 	}
 	for _, addr := range c.Addrs {
-		waitRedis(tb, addr)
+		waitRedis(tb, addr, nil)
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
@@ -89,8 +89,9 @@ func lookRedis(tb testing.TB, name string) string {
 	return bin
 }
 
-// waitRedis waits up to 15s for the server at addr to answer PING.
-func waitRedis(tb testing.TB, addr string) {
+// waitRedis waits up to 15s for the server at addr to answer PING; logs,
+// when not nil, says what the server wrote if it never does.
+func waitRedis(tb testing.TB, addr string, logs func() string) {
 	tb.Helper()
 	client := redis.NewClient(&redis.Options{Addr: addr})
 	defer client.Close()
@@ -103,7 +104,11 @@ func waitRedis(tb testing.TB, addr string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("redis on %s did not answer: %v", addr, err)
+			out := ""
+			if logs != nil {
+				out = logs()
+			}
+			tb.Fatalf("redis on %s did not answer: %v\n%s", addr, err, out)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -46,9 +46,9 @@ func StartRedisSentinel(tb testing.TB) *RedisSentinel {
 	}
 	data := []string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", dir}
 	s.master = StartProcess(tb, "redis-master", bin, append([]string{"--port", strconv.Itoa(mp)}, data...))
-	waitRedis(tb, s.MasterAddr)
+	waitRedis(tb, s.MasterAddr, nil)
 	s.replica = StartProcess(tb, "redis-replica", bin, append([]string{"--port", strconv.Itoa(rp), "--replicaof", "127.0.0.1", strconv.Itoa(mp)}, data...))
-	waitRedis(tb, s.ReplicaAddr)
+	waitRedis(tb, s.ReplicaAddr, nil)
 	waitReplicaSynced(tb, s.ReplicaAddr)
 
 	conf := filepath.Join(dir, "sentinel.conf")
@@ -65,7 +65,7 @@ sentinel parallel-syncs %s 1
 	} else {
 		s.sentinel = StartProcess(tb, "redis-sentinel", bin, []string{conf, "--sentinel"})
 	}
-	waitRedis(tb, s.SentinelAddr)
+	waitRedis(tb, s.SentinelAddr, nil)
 	// Wait until the sentinel has found the replica: it can only promote
 	// one it knows.
 	sent := redis.NewSentinelClient(&redis.Options{Addr: s.SentinelAddr})
