@@ -101,15 +101,15 @@ func notedHeaders(h http.Header) map[string]string {
 	return out
 }
 
-// keptAnswer is the answer as kept with its call: headers of note and the
-// first resultBodyLimit bytes of the body (body holds up to one more, to
-// tell a cut).
-func keptAnswer(h http.Header, body []byte) dedupe.Answer {
+// keptAnswer is the answer as kept with its call: its headers of note
+// (notedHeaders) and the first resultBodyLimit bytes of the body (body
+// holds up to one more, to tell a cut).
+func keptAnswer(noted map[string]string, body []byte) dedupe.Answer {
 	a := dedupe.Answer{Body: body}
 	if len(body) > resultBodyLimit {
 		a.Body, a.Truncated = body[:resultBodyLimit], true
 	}
-	if noted := notedHeaders(h); noted != nil {
+	if noted != nil {
 		a.Headers, _ = json.Marshal(noted)
 	}
 	return a
@@ -226,14 +226,17 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, resultBodyLimit+1))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // let the connection be reused
 	d := time.Since(start)
-	out := callResult{called: true, statusCode: resp.StatusCode, duration: d, answer: keptAnswer(resp.Header, body)}
+	// The headers of note go both with the call and in a done run's
+	// result: picked once.
+	noted := notedHeaders(resp.Header)
+	out := callResult{called: true, statusCode: resp.StatusCode, duration: d, answer: keptAnswer(noted, body)}
 
 	code := resp.StatusCode
 	retryAfter, hasRetryAfter := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	switch {
 	case code >= 200 && code < 300:
 		out.outcome = dedupe.OutcomeDone
-		out.result = encodeResult(resp, body, d)
+		out.result = encodeResult(resp.StatusCode, noted, body, d)
 	case code == http.StatusTooManyRequests || (code == http.StatusServiceUnavailable && hasRetryAfter):
 		out.outcome = dedupe.OutcomeHold
 		out.wait = retryAfter
@@ -263,8 +266,11 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 // the destination's answer, never followed.
 func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
-func encodeResult(resp *http.Response, body []byte, d time.Duration) []byte {
-	res := storedResult{StatusCode: resp.StatusCode, DurationMS: float64(d.Microseconds()) / 1000}
+// encodeResult is a done run's stored result: the answer's status code,
+// its headers of note (notedHeaders), its body as kept, and the call's
+// duration.
+func encodeResult(statusCode int, noted map[string]string, body []byte, d time.Duration) []byte {
+	res := storedResult{StatusCode: statusCode, DurationMS: float64(d.Microseconds()) / 1000, Headers: noted}
 	if len(body) > resultBodyLimit {
 		body, res.Truncated = body[:resultBodyLimit], true
 	}
@@ -273,7 +279,6 @@ func encodeResult(resp *http.Response, body []byte, d time.Duration) []byte {
 	} else {
 		res.BodyBase64 = base64.StdEncoding.EncodeToString(body)
 	}
-	res.Headers = notedHeaders(resp.Header)
 	b, _ := json.Marshal(res)
 	return b
 }

@@ -203,31 +203,32 @@ func (d *Destinations) status(ctx context.Context, source, name string) (Destina
 // until Resume; every process sees it within Interval. by and reason are
 // recorded and logged.
 func (d *Destinations) Pause(ctx context.Context, source, destination, by, reason string) (DestinationStatus, error) {
-	if _, ok := d.routes[source][destination]; !ok {
-		return DestinationStatus{}, fmt.Errorf("%w: %s/%s", ErrUnknownDestination, source, destination)
-	}
-	changed, err := d.store.PauseDestination(ctx, source, destination, by, reason)
-	if err != nil {
-		return DestinationStatus{}, err
-	}
-	if err := d.refresh(ctx); err != nil {
-		return DestinationStatus{}, err
-	}
-	if changed {
-		d.cfg.Logger.WarnContext(ctx, "destination paused: its calls wait until it is resumed",
-			slog.String("source", source), slog.String("destination", destination), slog.String("by", by), slog.String("reason", reason))
-	}
-	st, err := d.status(ctx, source, destination)
-	return st, ignoreRedis(err)
+	return d.change(ctx, source, destination, func() (bool, error) {
+		return d.store.PauseDestination(ctx, source, destination, by, reason)
+	}, func(log *slog.Logger) {
+		log.WarnContext(ctx, "destination paused: its calls wait until it is resumed", slog.String("by", by), slog.String("reason", reason))
+	})
 }
 
 // Resume resumes destination of source; each process wakes the calls it
 // held for it as it reads the resume (within Interval).
 func (d *Destinations) Resume(ctx context.Context, source, destination, by string) (DestinationStatus, error) {
+	return d.change(ctx, source, destination, func() (bool, error) {
+		return d.store.ResumeDestination(ctx, source, destination)
+	}, func(log *slog.Logger) {
+		log.InfoContext(ctx, "destination resumed: every process wakes its held calls as it reads the resume", slog.String("by", by))
+	})
+}
+
+// change is what Pause and Resume share: it checks that destination is
+// configured for source, records the change in Postgres (store reports
+// whether it changed anything), reads the pauses again, logs the change
+// when there was one, and returns the destination's status.
+func (d *Destinations) change(ctx context.Context, source, destination string, store func() (bool, error), logChange func(*slog.Logger)) (DestinationStatus, error) {
 	if _, ok := d.routes[source][destination]; !ok {
 		return DestinationStatus{}, fmt.Errorf("%w: %s/%s", ErrUnknownDestination, source, destination)
 	}
-	changed, err := d.store.ResumeDestination(ctx, source, destination)
+	changed, err := store()
 	if err != nil {
 		return DestinationStatus{}, err
 	}
@@ -235,8 +236,7 @@ func (d *Destinations) Resume(ctx context.Context, source, destination, by strin
 		return DestinationStatus{}, err
 	}
 	if changed {
-		d.cfg.Logger.InfoContext(ctx, "destination resumed: every process wakes its held calls as it reads the resume",
-			slog.String("source", source), slog.String("destination", destination), slog.String("by", by))
+		logChange(d.cfg.Logger.With(slog.String("source", source), slog.String("destination", destination)))
 	}
 	st, err := d.status(ctx, source, destination)
 	return st, ignoreRedis(err)
