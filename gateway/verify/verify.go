@@ -384,6 +384,28 @@ func (m *mac) signTimestamped(now time.Time, sep string, body []byte) (ts, sig s
 	return ts, hex.EncodeToString(st.finish())
 }
 
+// firstSigner returns the index of the first of macs (the configured
+// secrets, in order) whose HMAC of the prefix parts and then body
+// satisfies match, or -1: the loop over rotated secrets the schemes
+// share, which build their signed content as a prefix and the body.
+func firstSigner(macs []*mac, body []byte, match func(sum []byte) bool, prefix ...string) int {
+	for i, m := range macs {
+		st := m.get()
+		st.buf = st.buf[:0]
+		for _, p := range prefix {
+			st.buf = append(st.buf, p...)
+		}
+		st.h.Write(st.buf)
+		st.h.Write(body)
+		ok := match(st.finish())
+		m.put(st)
+		if ok {
+			return i
+		}
+	}
+	return -1
+}
+
 // writeString writes s to the state's hash through its scratch buffer, so
 // no string-to-slice conversion allocates.
 func (st *macState) writeString(s string) {
