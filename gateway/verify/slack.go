@@ -59,13 +59,9 @@ func (s *v0Signature) Verify(r Request, now time.Time) error {
 
 // match verifies r and returns the index of the secret that signed it.
 func (s *v0Signature) match(r Request, now time.Time) (int, error) {
-	v := r.Header.Get(s.header)
-	if v == "" {
-		return 0, missing(s.header)
-	}
-	ts := r.Header.Get(s.tsHeader)
-	if ts == "" {
-		return 0, missing(s.tsHeader)
+	v, ts, err := timestampedHeaders(r, s.header, s.tsHeader)
+	if err != nil {
+		return 0, err
 	}
 	var got [sha256.Size]byte
 	if err := parseV0Header(&got, s.header, v); err != nil {

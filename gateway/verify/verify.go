@@ -432,6 +432,18 @@ func checkTimestamp(header, value string, now time.Time, tol int64) error {
 	return nil
 }
 
+// timestampedHeaders returns the values of a signature header and its
+// separate timestamp header, or the missing error of the first absent.
+func timestampedHeaders(r Request, sigHeader, tsHeader string) (sig, ts string, err error) {
+	if sig = r.Header.Get(sigHeader); sig == "" {
+		return "", "", missing(sigHeader)
+	}
+	if ts = r.Header.Get(tsHeader); ts == "" {
+		return "", "", missing(tsHeader)
+	}
+	return sig, ts, nil
+}
+
 func missing(header string) error {
 	return fmt.Errorf("%s: %w", header, ErrMissingSignature)
 }
