@@ -103,6 +103,10 @@ type Admin struct {
 	auth    *authenticator
 	log     *slog.Logger
 	pages   map[string]*template.Template
+	// destCounts and destFilters are what dedupe's event states need of
+	// cfg.Routes, derived once: the routes are fixed for the Admin's life.
+	destCounts  map[string]int
+	destFilters []dedupe.DestinationFilter
 }
 
 // New returns the admin surface on events (*dedupe.Store in production),
@@ -116,7 +120,16 @@ func New(events eventStore, replays replayer, cfg Config) *Admin {
 		auth:    newAuthenticator(cfg),
 		log:     cfg.Logger,
 		pages:   parsePages(),
+
+		destCounts:  cfg.Routes.DestinationCounts(),
+		destFilters: cfg.Routes.DestinationFilters(),
 	}
+}
+
+// eventDetail returns one event's detail with its state as the configured
+// routes make it.
+func (a *Admin) eventDetail(ctx context.Context, source, id string) (dedupe.EventDetail, error) {
+	return a.events.GetEvent(ctx, source, id, a.destCounts[source], a.destFilters...)
 }
 
 // Mode returns the admin's access mode: ModeOff, ModeToken or

@@ -255,7 +255,7 @@ func (a *Admin) browseEvent(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := a.events.GetEvent(c.Request().Context(), source, id, len(a.cfg.Routes[source]), a.cfg.Routes.DestinationFilters()...)
+	d, err := a.eventDetail(c.Request().Context(), source, id)
 	if err != nil {
 		return httpError(err)
 	}

@@ -88,17 +88,7 @@ func (s *adyenScheme) Verify(r Request, _ time.Time) error {
 			return malformed(field, "want base64 of 32 bytes")
 		}
 		signed := adyenSigned(item)
-		ok := false
-		for _, m := range s.macs {
-			st := m.get()
-			_, _ = io.WriteString(st.h, signed)
-			ok = hmac.Equal(st.finish(), got[:])
-			m.put(st)
-			if ok {
-				break
-			}
-		}
-		if !ok {
+		if firstSigner(s.macs, nil, func(sum []byte) bool { return hmac.Equal(sum, got[:]) }, signed) < 0 {
 			return mismatch(field)
 		}
 	}

@@ -44,13 +44,9 @@ func newDiscord(cfg Config, tol int64) (scheme, error) {
 }
 
 func (s *discordScheme) Verify(r Request, now time.Time) error {
-	v := r.Header.Get(discordHeader)
-	if v == "" {
-		return missing(discordHeader)
-	}
-	ts := r.Header.Get(discordTimestampHeader)
-	if ts == "" {
-		return missing(discordTimestampHeader)
+	v, ts, err := timestampedHeaders(r, discordHeader, discordTimestampHeader)
+	if err != nil {
+		return err
 	}
 	var sig [ed25519.SignatureSize]byte
 	if !decodeHex(sig[:], v) {

@@ -47,16 +47,10 @@ func (s *githubScheme) Verify(r Request, _ time.Time) error {
 
 // bodyMAC reports whether HMAC(body) under any secret equals got.
 func bodyMAC(macs []*mac, body, got []byte, header string) error {
-	for _, m := range macs {
-		st := m.get()
-		st.h.Write(body)
-		ok := hmac.Equal(st.finish(), got)
-		m.put(st)
-		if ok {
-			return nil
-		}
+	if firstSigner(macs, body, func(sum []byte) bool { return hmac.Equal(sum, got) }) < 0 {
+		return mismatch(header)
 	}
-	return mismatch(header)
+	return nil
 }
 
 // writeSigned writes the body, all GitHub signs.

@@ -54,13 +54,9 @@ func newSendGrid(cfg Config, tol int64) (scheme, error) {
 }
 
 func (s *sendgridScheme) Verify(r Request, now time.Time) error {
-	v := r.Header.Get(sendgridHeader)
-	if v == "" {
-		return missing(sendgridHeader)
-	}
-	ts := r.Header.Get(sendgridTimestampHeader)
-	if ts == "" {
-		return missing(sendgridTimestampHeader)
+	v, ts, err := timestampedHeaders(r, sendgridHeader, sendgridTimestampHeader)
+	if err != nil {
+		return err
 	}
 	if len(v) > sendgridMaxSignature {
 		return malformed(sendgridHeader, "too long for a P-256 signature")

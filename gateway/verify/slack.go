@@ -59,13 +59,9 @@ func (s *v0Signature) Verify(r Request, now time.Time) error {
 
 // match verifies r and returns the index of the secret that signed it.
 func (s *v0Signature) match(r Request, now time.Time) (int, error) {
-	v := r.Header.Get(s.header)
-	if v == "" {
-		return 0, missing(s.header)
-	}
-	ts := r.Header.Get(s.tsHeader)
-	if ts == "" {
-		return 0, missing(s.tsHeader)
+	v, ts, err := timestampedHeaders(r, s.header, s.tsHeader)
+	if err != nil {
+		return 0, err
 	}
 	var got [sha256.Size]byte
 	if err := parseV0Header(&got, s.header, v); err != nil {
@@ -74,18 +70,11 @@ func (s *v0Signature) match(r Request, now time.Time) (int, error) {
 	if err := checkTimestamp(s.tsHeader, ts, now, s.tol); err != nil {
 		return 0, err
 	}
-	for i, m := range s.macs {
-		st := m.get()
-		st.buf = append(append(append(st.buf[:0], "v0:"...), ts...), ':')
-		st.h.Write(st.buf)
-		st.h.Write(r.Body)
-		ok := hmac.Equal(st.finish(), got[:])
-		m.put(st)
-		if ok {
-			return i, nil
-		}
+	i := firstSigner(s.macs, r.Body, func(sum []byte) bool { return hmac.Equal(sum, got[:]) }, "v0:", ts, ":")
+	if i < 0 {
+		return 0, mismatch(s.header)
 	}
-	return 0, mismatch(s.header)
+	return i, nil
 }
 
 // writeSigned writes "v0:<timestamp>:<body>".

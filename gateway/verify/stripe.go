@@ -70,18 +70,10 @@ func (s *stripeScheme) Verify(r Request, now time.Time) error {
 	if n == 0 {
 		return malformed(stripeHeader, "no v1 signature")
 	}
-	for _, m := range s.macs {
-		st := m.get()
-		st.buf = append(append(st.buf[:0], t...), '.')
-		st.h.Write(st.buf)
-		st.h.Write(r.Body)
-		ok := stripeMatch(v, st.finish())
-		m.put(st)
-		if ok {
-			return nil
-		}
+	if firstSigner(s.macs, r.Body, func(sum []byte) bool { return stripeMatch(v, sum) }, t, ".") < 0 {
+		return mismatch(stripeHeader)
 	}
-	return mismatch(stripeHeader)
+	return nil
 }
 
 // stripeMatch reports whether any v1 entry of v equals want.

@@ -384,6 +384,28 @@ func (m *mac) signTimestamped(now time.Time, sep string, body []byte) (ts, sig s
 	return ts, hex.EncodeToString(st.finish())
 }
 
+// firstSigner returns the index of the first of macs (the configured
+// secrets, in order) whose HMAC of the prefix parts and then body
+// satisfies match, or -1: the loop over rotated secrets the schemes
+// share, which build their signed content as a prefix and the body.
+func firstSigner(macs []*mac, body []byte, match func(sum []byte) bool, prefix ...string) int {
+	for i, m := range macs {
+		st := m.get()
+		st.buf = st.buf[:0]
+		for _, p := range prefix {
+			st.buf = append(st.buf, p...)
+		}
+		st.h.Write(st.buf)
+		st.h.Write(body)
+		ok := match(st.finish())
+		m.put(st)
+		if ok {
+			return i
+		}
+	}
+	return -1
+}
+
 // writeString writes s to the state's hash through its scratch buffer, so
 // no string-to-slice conversion allocates.
 func (st *macState) writeString(s string) {
@@ -408,6 +430,18 @@ func checkTimestamp(header, value string, now time.Time, tol int64) error {
 		return fmt.Errorf("%s: %w", header, ErrTimestampOutsideTolerance)
 	}
 	return nil
+}
+
+// timestampedHeaders returns the values of a signature header and its
+// separate timestamp header, or the missing error of the first absent.
+func timestampedHeaders(r Request, sigHeader, tsHeader string) (sig, ts string, err error) {
+	if sig = r.Header.Get(sigHeader); sig == "" {
+		return "", "", missing(sigHeader)
+	}
+	if ts = r.Header.Get(tsHeader); ts == "" {
+		return "", "", missing(tsHeader)
+	}
+	return sig, ts, nil
 }
 
 func missing(header string) error {

@@ -239,6 +239,9 @@ func TestVerifySchemes(t *testing.T) {
 					if !errors.Is(err, c.expectErr) {
 						t.Fatalf("Verify = %v, want %v", err, c.expectErr)
 					}
+					if h, ok := strings.CutPrefix(c.name, "missing "); ok && !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(h)) {
+						t.Fatalf("Verify = %v, want it to name the missing %s", err, h)
+					}
 					assertNoSecretInError(t, f, c.givenReq, err)
 				})
 			}
