@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -133,10 +134,31 @@ func TestFilter(t *testing.T) {
 		}
 	}
 	stripe := verify.Config{Scheme: verify.SchemeStripe, Secrets: []string{pipelinetest.Secret}}
-	p := pipelinetest.Start(t, pipelinetest.Options{Sources: []pipelinetest.SourceSpec{
+	const token = "filter-test-admin-token-0123"
+	p := pipelinetest.Start(t, pipelinetest.Options{AdminTokens: []string{token}, Sources: []pipelinetest.SourceSpec{
 		{Name: "stripe", Verify: stripe, Tune: tune, Destinations: map[string]string{"all": dest.URL, "charges": dest.URL, "payouts": dest.URL}},
 		{Name: "picky", Verify: stripe, Tune: tune, Destinations: map[string]string{"payouts": dest.URL}},
 	}})
+	// adminState is the event's state as the admin API shows operators.
+	adminState := func(source, id string) string {
+		req, err := http.NewRequest(http.MethodGet, p.URL+"/admin/events/"+source+"/"+id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var d struct {
+			State string `json:"state"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&d); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("admin detail of %s/%s: %d %v", source, id, resp.StatusCode, err)
+		}
+		return d.State
+	}
 	send := func(source, id, typ string) (int, []byte) {
 		body := fmt.Appendf(nil, `{"id":%q,"type":%q}`, id, typ)
 		if typ == "" {
@@ -200,6 +222,9 @@ func TestFilter(t *testing.T) {
 		}
 		if d.State != "done" {
 			t.Errorf("%s: detail state %s, want done", c.id, d.State)
+		}
+		if st := adminState(c.source, c.id); st != "done" {
+			t.Errorf("%s: the admin API says %s, want done", c.id, st)
 		}
 	}
 	page, err := p.Store.ListEvents(ctx, dedupe.EventFilter{Destinations: routes.DestinationCounts(), Filters: routes.DestinationFilters()})
