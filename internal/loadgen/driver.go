@@ -15,7 +15,6 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/schollz/progressbar/v3"
 	"github.com/valyala/fasthttp"
-
 )
 
 // maxLatencyMicros is the histogram's ceiling; slower answers count as it.
