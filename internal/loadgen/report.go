@@ -168,6 +168,9 @@ func (c *Check) fail(format string, args ...any) {
 
 // WriteText writes the report for a terminal.
 func (r *Report) WriteText(w io.Writer) error {
+	if r.Loop == LoopExternal {
+		return r.writeServedText(w)
+	}
 	var b strings.Builder
 	loop := fmt.Sprintf("closed loop, %d in flight", r.Concurrency)
 	if r.Loop == "open" {

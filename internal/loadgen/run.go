@@ -414,20 +414,7 @@ func check(ctx context.Context, c *Check, pool *pgxpool.Pool, sv sinkView, baseS
 	}
 	if sv == nil {
 		c.Skipped = append(c.Skipped, "sink (none to read, or no worker)")
-	} else if st, err := sv.stats(ctx); err != nil {
-		c.fail("could not read the sink: %v", err)
-	} else {
-		c.SinkKeys = int64(st.Keys) - baseSink
-		c.SinkRepeated = len(st.Repeated)
-		if c.SinkRepeated > 0 {
-			for k, n := range st.Repeated {
-				c.fail("%d keys reached the sink more than once (e.g. %s: %d calls)", c.SinkRepeated, k, n)
-				break
-			}
-		}
-		if newRows >= 0 && c.SinkKeys != newRows {
-			c.fail("the sink saw %d keys for %d new events", c.SinkKeys, newRows)
-		}
+	} else if checkSink(ctx, c, sv, baseSink, newRows) {
 		if _, ok := sv.count(""); ok {
 			for n, a := range b.acked {
 				if a == 0 {
@@ -446,6 +433,26 @@ func check(ctx context.Context, c *Check, pool *pgxpool.Pool, sv sinkView, baseS
 		}
 	}
 	c.Passed = len(c.Problems) == 0
+}
+
+// checkSink checks that the sink saw one key per new event (newRows, -1
+// unknown) and none twice; false when it could not be read.
+func checkSink(ctx context.Context, c *Check, sv sinkView, baseSink, newRows int64) bool {
+	st, err := sv.stats(ctx)
+	if err != nil {
+		c.fail("could not read the sink: %v", err)
+		return false
+	}
+	c.SinkKeys = int64(st.Keys) - baseSink
+	c.SinkRepeated = len(st.Repeated)
+	for k, n := range st.Repeated {
+		c.fail("%d keys reached the sink more than once (e.g. %s: %d calls)", c.SinkRepeated, k, n)
+		break
+	}
+	if newRows >= 0 && c.SinkKeys != newRows {
+		c.fail("the sink saw %d keys for %d new events", c.SinkKeys, newRows)
+	}
+	return true
 }
 
 // checkDeliveries compares each touched event's stored delivery count
