@@ -3,8 +3,8 @@ package loadgen
 import (
 	"context"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -57,12 +57,12 @@ func Serve(ctx context.Context, cfg Config, ready func(baseURL string)) (*Report
 	}
 	src := *cfg.Source
 	rep := &Report{
-		Mode:      "webhookd",
-		Loop:      LoopExternal,
-		BodySize:  cfg.BodySize,
-		Scheme:    src.Verify.Scheme,
-		Preload:   cfg.Preload,
-		Cores:     runtime.NumCPU(),
+		Mode:     "webhookd",
+		Loop:     LoopExternal,
+		BodySize: cfg.BodySize,
+		Scheme:   src.Verify.Scheme,
+		Preload:  cfg.Preload,
+		Cores:    runtime.NumCPU(),
 	}
 	if cfg.Naive {
 		rep.Mode, rep.NaivePool = "naive", cfg.NaivePool
