@@ -27,18 +27,26 @@ function setup(thread)
   table.insert(threads, thread)
 end
 
-local reqs, count, i, sent = {}, 0, 0, 0
-repeats = 0
-
 local footer_len = #"webhookd-presigned " + 16 + 1 + 16 + 1
 local line_len = 17
+local chunk_size = 1024
+
+local f, offsets, count   -- the file, the share's offsets, the share's size
+local reqs, i, loaded = {}, 0, 0
+local next_k, wrapped = 0, false
+repeats = 0
+
+-- offset returns where request k of the share starts (k = count: where it ends).
+local function offset(k)
+  return tonumber(offsets:sub(k * line_len + 1, k * line_len + 16))
+end
 
 function init(args)
   local file, nthreads = args[1], tonumber(args[2])
   if not file or not nthreads or nthreads < 1 then
     error("usage: wrk ... -s presigned.lua URL -- FILE THREADS")
   end
-  local f = assert(io.open(file, "rb"))
+  f = assert(io.open(file, "rb"))
   f:seek("end", -footer_len)
   local footer = f:read(footer_len)
   local n, table_at = footer:match("^webhookd%-presigned (%d+) (%d+)\n$")
@@ -51,26 +59,34 @@ function init(args)
   if to <= from then
     error("thread " .. id .. " has no requests: write more than " .. n)
   end
-  f:seek("set", table_at + from * line_len)
-  local offsets = f:read((to - from + 1) * line_len)
-  local at = tonumber(offsets:sub(1, 16))
-  f:seek("set", at)
-  for k = 1, to - from do
-    local next_at = tonumber(offsets:sub(k * line_len + 1, k * line_len + 16))
-    reqs[k] = f:read(next_at - at)
-    at = next_at
-  end
-  f:close()
   count = to - from
+  f:seek("set", table_at + from * line_len)
+  offsets = f:read((count + 1) * line_len)
+end
+
+-- load reads the next chunk of the share with one read, so starting a
+-- thread costs nothing and reading is spread over the run (the thread's
+-- first requests would otherwise go out while the next thread loads).
+local function load()
+  if next_k >= count then
+    next_k, wrapped = 0, true
+  end
+  local m = math.min(chunk_size, count - next_k)
+  local base = offset(next_k)
+  f:seek("set", base)
+  local bytes = f:read(offset(next_k + m) - base)
+  for k = 1, m do
+    reqs[k] = bytes:sub(offset(next_k + k - 1) - base + 1, offset(next_k + k) - base)
+  end
+  next_k, loaded, i = next_k + m, m, 0
 end
 
 function request()
-  i = i + 1
-  if i > count then
-    i = 1
+  if i >= loaded then
+    load()
   end
-  sent = sent + 1
-  if sent > count then
+  i = i + 1
+  if wrapped then
     repeats = repeats + 1
   end
   return reqs[i]

@@ -103,7 +103,7 @@ type procTicks map[int]struct {
 
 // readProcs reads every process's CPU ticks, grouped as "postgres
 // (<database>)" for backends of database, "postgres (other)", "redis",
-// "wrk", "this process" and "other". Processes that end between two readings
+// "this process" and "other". Processes that end between two readings
 // lose their ticks (Run counts "other" as the rest of the machine's busy
 // time instead); new ones count from zero.
 func readProcs(database string) procTicks {
@@ -147,9 +147,6 @@ func readProcs(database string) procTicks {
 			}
 		case strings.HasPrefix(comm, "redis-server"):
 			group = "redis"
-		case comm == "wrk":
-			// The outside generator of Serve's runs.
-			group = "wrk"
 		}
 		out[pid] = struct {
 			group string
