@@ -80,6 +80,7 @@ run() {
     if ! kill -0 "$server" 2>/dev/null || [ $waited -ge 600 ]; then
       echo "ack-compare: the $mode server did not become ready:" >&2
       cat "$work/server.err" >&2
+      rm -f "$outdir/$name-server.json"
       return 1
     fi
     sleep 0.1
