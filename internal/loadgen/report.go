@@ -14,9 +14,11 @@ import (
 type Report struct {
 	// Mode is "webhookd" (in-process), "naive" (NaiveServer in-process)
 	// or "target" (a running gateway), with " (no worker)" appended under
-	// Config.NoWorker.
+	// Config.NoWorker; Serve says "server only" after "webhookd" or
+	// "naive".
 	Mode string `json:"mode"`
-	// Loop is "closed" (Concurrency in flight) or "open" (Rate per second).
+	// Loop is "closed" (Concurrency in flight), "open" (Rate per second)
+	// or LoopExternal (Serve: the load came from outside).
 	Loop        string  `json:"loop"`
 	Concurrency int     `json:"concurrency"`
 	Rate        float64 `json:"rate,omitempty"`
