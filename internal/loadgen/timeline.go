@@ -35,7 +35,7 @@ type Sample struct {
 
 // sampleInterval is how often the timeline is read: every 250 ms, which
 // gives a 15 s run 60 points, enough to see the ramp-up and the drain's
-// tail, at the cost of two atomic loads and one mutex-guarded len per
+// tail, at the cost of an atomic load and a mutex-guarded len per
 // tick. A remote sink is read once a second instead: each read is an
 // HTTP call whose /stats walks every key the sink holds.
 func sampleInterval(sv sinkView) time.Duration {
