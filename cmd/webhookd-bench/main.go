@@ -41,6 +41,7 @@ func benchCommand() *cobra.Command {
 		asJSON, noProgress, keepDB  bool
 		reuseDB                     bool
 		databaseURL, redisURL, sink string
+		plotFile                    string
 		secrets                     []string
 		ext                         externalFlags
 	)
@@ -72,6 +73,14 @@ With --target it sends to a running gateway's --source, signed with
 			ctx := cmd.Context()
 			if done, err := ext.write(ctx, scheme, cfg.BodySize); done {
 				return err
+			}
+			if ext.serve != "" && plotFile != "" {
+				return errors.New("--plot draws the in-process generator's timeline; --serve has none (wrk reports the load)")
+			}
+			if plotFile != "" {
+				if _, err := plotFormat(plotFile); err != nil {
+					return err
+				}
 			}
 			var logOut io.Writer = io.Discard
 			if logFile != "" {
@@ -137,6 +146,11 @@ With --target it sends to a running gateway's --source, signed with
 			} else if err := rep.WriteText(out); err != nil {
 				return err
 			}
+			if plotFile != "" {
+				if err := writePlot(plotFile, rep); err != nil {
+					return err
+				}
+			}
 			if !rep.Check.Passed {
 				return errors.New("exactly-once check failed")
 			}
@@ -166,6 +180,8 @@ With --target it sends to a running gateway's --source, signed with
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", loadgen.Config{}.WithDefaults().DrainTimeout, "how long to wait for the queue to drain after sending")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the sending phase to this file (go tool pprof -tagignore role=loadgen for the server only)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.StringVar(&plotFile, "plot", "", "also draw the run to this .png or .svg: acks/s and deliveries/s over the run, and the ack-latency histogram")
+	f.StringVar(&cfg.Label, "label", "", "name the run in the report and as the plot's title, e.g. ack64/webhookd")
 	f.BoolVar(&noProgress, "no-progress", false, "no progress bars (they show only on a terminal anyway)")
 	f.StringVar(&logFile, "log-file", "", "write webhookd's JSON logs here (default: formatted, then discarded)")
 	f.StringVar(&logLevel, "log-level", "info", "log level of the in-process webhookd")

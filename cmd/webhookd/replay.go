@@ -163,14 +163,17 @@ func printBulk(w io.Writer, raw []byte) error {
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return fmt.Errorf("webhookd's answer to the bulk replay is not what this webhookd expects: %w", err)
 	}
-	matched := strconv.FormatInt(res.Matched, 10)
+	matched := strconv.FormatInt(res.Matched, 10) + " events match"
+	if res.Matched == 1 {
+		matched = "1 event matches"
+	}
 	if res.MatchedAtLeast {
 		matched = "at least " + matched
 	}
 	if res.DryRun {
-		fmt.Fprintf(w, "dry run: %s events match; this call would replay %d (limit %d):\n", matched, res.Selected, res.Limit)
+		fmt.Fprintf(w, "dry run: %s; this call would replay %d (limit %d):\n", matched, res.Selected, res.Limit)
 	} else {
-		fmt.Fprintf(w, "%s events match; replayed %d of them (limit %d): %d enqueued, %d failed\n",
+		fmt.Fprintf(w, "%s; replayed %d of them (limit %d): %d enqueued, %d failed\n",
 			matched, res.Selected, res.Limit, res.Enqueued, res.Failed)
 	}
 	for _, e := range res.Events {

@@ -1,10 +1,12 @@
-// Command plots draws the charts of docs/performance.md from the raw runs
-// in docs/performance-runs.md, so a chart cannot say what the appendix
-// does not: it reads each run's report from the appendix's Batch 8, writes
-// the figures it used to batch8.csv, and draws the PNGs from them.
+// Command plots draws the charts of docs/performance.md from the raw
+// runs, so a chart cannot say what the runs do not: for the Batch 8
+// charts it reads each run's report from the appendix's Batch 8 in
+// docs/performance-runs.md, writes the figures it used to batch8.csv, and
+// draws the PNGs from them; for the issue 16 headline (issue16.go) it
+// reads the webhookd-bench JSON reports in docs/runs/issue16.
 //
-// It is its own module so the product's go.mod does not carry a plotting
-// library. From this directory:
+// It is its own module, so the product's go test ./... and go vet ./...
+// leave the docs' tools out. From this directory:
 //
 //	go run .
 package main
@@ -75,6 +77,7 @@ var (
 
 func main() {
 	appendix := flag.String("runs", "../performance-runs.md", "the appendix with the raw runs")
+	issue16 := flag.String("issue16", "../runs/issue16", "the issue 16 runs: webhookd-bench JSON reports labelled <kind>/<variant>")
 	out := flag.String("out", ".", "directory for batch8.csv and the PNGs")
 	flag.Parse()
 
@@ -105,6 +108,9 @@ func main() {
 		log.Fatal(err)
 	}
 	if err := cpuChart(filepath.Join(*out, "cpu-per-ack.png")); err != nil {
+		log.Fatal(err)
+	}
+	if err := headlineChart(*issue16, filepath.Join(*out, "issue16-headline.png")); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -40,6 +40,7 @@ const (
 	echo     = "github.com/labstack/echo/..."
 	asynq    = "github.com/hibiken/asynq/..."
 	asynqmon = "github.com/hibiken/asynqmon/..."
+	plotting = "gonum.org/v1/plot/..."
 )
 
 var rules = []rule{
@@ -67,9 +68,10 @@ func isTestHelper(path string) bool {
 }
 
 // TestDependencyDirection checks every package's non-test imports against
-// rules, and two rules about importers: only cmd, the load generator and
-// tests (test helpers included) import the root package, and production
-// code never imports a test helper.
+// rules, and three rules about importers: only cmd, the load generator and
+// tests (test helpers included) import the root package, production code
+// never imports a test helper, and only the load generator's command
+// draws pictures (gonum/plot).
 func TestDependencyDirection(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
@@ -98,10 +100,29 @@ func TestDependencyDirection(t *testing.T) {
 			if isTestHelper(imp) && !isTestHelper(p.ImportPath) {
 				t.Errorf("%s imports the test helper %s: production code never does", p.ImportPath, imp)
 			}
+			if matches(plotting, imp) && !matches("cmd/webhookd-bench", p.ImportPath) {
+				t.Errorf("%s imports %s: only cmd/webhookd-bench draws pictures, so the product carries no plotting library", p.ImportPath, imp)
+			}
 		}
 	}
 	if checked < 5 {
 		t.Fatalf("only %d packages listed", checked)
+	}
+}
+
+// TestProductDrawsNothing checks that the product binary does not link a
+// plotting library, even through a dependency: the go.mod carries
+// gonum/plot for webhookd-bench's --plot only.
+func TestProductDrawsNothing(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", module+"/cmd/webhookd").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for dep := range strings.Lines(string(out)) {
+		if dep = strings.TrimSpace(dep); matches(plotting, dep) {
+			t.Errorf("cmd/webhookd depends on %s", dep)
+		}
 	}
 }
 
@@ -124,6 +145,7 @@ func TestMatches(t *testing.T) {
 		{"...", "github.com/webhookd/webhookdx", false},
 		{echo, "github.com/labstack/echo/v4/middleware", true},
 		{asynq, "github.com/hibiken/asynqmon", false},
+		{plotting, "gonum.org/v1/plot/vg/draw", true},
 	} {
 		if got := matches(tc.givenPattern, tc.givenPath); got != tc.expect {
 			t.Errorf("matches(%q, %q) = %v, want %v", tc.givenPattern, tc.givenPath, got, tc.expect)

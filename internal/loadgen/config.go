@@ -129,6 +129,10 @@ type Env struct {
 
 // Config configures a run.
 type Config struct {
+	// Label names the run in its report (Report.Label); by convention
+	// <kind>/<variant>, e.g. "ack64/webhookd". Optional.
+	Label string
+
 	// Target is the base URL of a running gateway. Empty means: prepare
 	// the environment and start webhookd in this process (webhookd.Start).
 	Target string

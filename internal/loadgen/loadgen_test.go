@@ -61,6 +61,7 @@ func TestRun(t *testing.T) {
 			if !c.Passed {
 				t.Fatalf("exactly-once check failed: %v", c.Problems)
 			}
+			checkTimeline(t, rep)
 			if tc.givenNoWkr {
 				if rep.EndToEnd.Measured || len(c.Skipped) != 1 || c.NewRows != c.DistinctSent {
 					t.Errorf("without worker: end to end %+v, skipped %v, new rows %d of %d sent",

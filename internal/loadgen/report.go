@@ -12,6 +12,8 @@ import (
 // Report is the outcome of a run. Rates are per second of the sending
 // phase; latencies are in milliseconds.
 type Report struct {
+	// Label names the run (Config.Label), e.g. "ack64/webhookd".
+	Label string `json:"label,omitempty"`
 	// Mode is "webhookd" (in-process), "naive" (NaiveServer in-process)
 	// or "target" (a running gateway), with " (no worker)" appended under
 	// Config.NoWorker; Serve says "server only" after "webhookd" or
@@ -51,6 +53,11 @@ type Report struct {
 	FirstError      string `json:"first_error,omitempty"`
 
 	Latency Latency `json:"latency_ms"`
+	// LatencyHistogram is the ack latencies' distribution in log-spaced
+	// bins, the empty ones left out.
+	LatencyHistogram []LatencyBin `json:"latency_histogram,omitempty"`
+	// Timeline is the cumulative acks and deliveries over the run.
+	Timeline Timeline `json:"timeline"`
 
 	EndToEnd EndToEnd `json:"end_to_end"`
 	CPU      CPU      `json:"cpu"`

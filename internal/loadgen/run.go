@@ -36,6 +36,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	src := *cfg.Source
 	rep := &Report{
+		Label:           cfg.Label,
 		Mode:            "webhookd",
 		Loop:            "closed",
 		Concurrency:     cfg.Concurrency,
@@ -126,6 +127,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	} else {
 		close(barDone)
 	}
+	smp := startSampler(ctx, sv, baseSink, d.ok.Load)
+	defer smp.halt()
 	t, start, end := d.run(ctx)
 	close(stopBar)
 	<-barDone
@@ -165,6 +168,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		P99: ms(t.hist.ValueAtQuantile(99)), P999: ms(t.hist.ValueAtQuantile(99.9)),
 		Max: ms(t.hist.Max()), Mean: t.hist.Mean() / 1000,
 	}
+	rep.LatencyHistogram = latencyBins(t.hist)
 	rep.CPU = cpuOver(cpu0, cpu1, procs0, procs1, rep.Acks, rep.SendSeconds)
 
 	// Drain and check.
@@ -200,6 +204,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 	}
+	rep.Timeline = smp.finish(ctx, start, end)
 	check(ctx, &rep.Check, pool, sv, baseSink, b, src, newRows)
 	return rep, nil
 }
@@ -321,6 +326,9 @@ func randomHex(n int) string {
 // sinkView reads the destination's counts.
 type sinkView interface {
 	stats(ctx context.Context) (sink.Stats, error)
+	// keys returns the distinct keys seen, read more cheaply than stats
+	// where the sink allows it.
+	keys(ctx context.Context) (int64, error)
 	// count returns the calls for key; ok is false when only totals can
 	// be read.
 	count(key string) (n int, ok bool)
@@ -330,6 +338,7 @@ type localSink struct{ s *sink.Sink }
 
 func (l localSink) stats(context.Context) (sink.Stats, error) { return l.s.Stats(), nil }
 func (l localSink) count(key string) (int, bool)              { return l.s.Count(key), true }
+func (l localSink) keys(context.Context) (int64, error)       { return int64(l.s.Keys()), nil }
 
 type remoteSink struct{ url string }
 
@@ -351,6 +360,11 @@ func (r remoteSink) stats(ctx context.Context) (sink.Stats, error) {
 }
 
 func (remoteSink) count(string) (int, bool) { return 0, false }
+
+func (r remoteSink) keys(ctx context.Context) (int64, error) {
+	st, err := r.stats(ctx)
+	return int64(st.Keys), err
+}
 
 // drain waits until the sink has seen expected new keys (or timeout) and
 // reports the end-to-end figures.

@@ -54,6 +54,7 @@ func Serve(ctx context.Context, cfg Config, ready func(baseURL string)) (*Report
 	}
 	src := *cfg.Source
 	rep := &Report{
+		Label:    cfg.Label,
 		Mode:     "webhookd",
 		Loop:     LoopExternal,
 		BodySize: cfg.BodySize,

@@ -93,6 +93,14 @@ func (s *Sink) Stats() Stats {
 	return st
 }
 
+// Keys returns the number of distinct keys seen so far; unlike Stats it
+// does not walk them, so it is cheap to call often.
+func (s *Sink) Keys() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.counts)
+}
+
 // Count returns the calls seen for key.
 func (s *Sink) Count(key string) int {
 	s.mu.Lock()
