@@ -7,23 +7,25 @@
 #   wrk -t$THREADS -c$CONNECTIONS -d$DURATION -s docs/wrk/presigned.lua
 #
 # with requests presigned for the round (`webhookd-bench --write-requests`),
-# then stopped. Each run leaves two JSON files in OUTDIR:
-# NN-ack<C>-wrk-<mode>.json (wrk's summary) and NN-ack<C>-wrk-<mode>-server.json
-# (the server's report: acks from the database, CPU by process). A table
+# then stopped. Each run leaves one JSON file in OUTDIR,
+# NN-ack<C>-wrk-<mode>.json: the server's report (acks from the database, CPU
+# by process), labelled ack<C>-wrk/<mode> for docs/plots, with wrk's summary
+# (docs/wrk/presigned.lua's done(), plus wrk's own CPU) under "wrk". A table
 # with the ratio per round closes the output.
 #
 # Needs: Go, wrk (Debian: apt-get install -y wrk), jq, psql, and Postgres on
 # 127.0.0.1:5432 (user postgres, trust) and Redis on 127.0.0.1:6379.
 #
-#   bash docs/ack-compare.sh OUTDIR
+#   bash docs/ack-compare.sh [-r ROUNDS] [-b WEBHOOKD_BENCH_BINARY] OUTDIR
 #   ROUNDS=3 DURATION=15s THREADS=2 CONNECTIONS=64 REQUESTS=225000 BENCH_FLAGS=--no-worker bash docs/ack-compare.sh OUTDIR
+#
+# Without -b it builds ./cmd/webhookd-bench from this tree.
 #
 # REQUESTS must cover DURATION at the fastest rate (each request is sent
 # once; wrk's "repeats" counts those sent again, which then answer as
 # duplicates). The database (DATABASE) and queue (QUEUE) are the script's
 # own; the bench drops and deletes them at the end of each run.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-15s}
@@ -34,7 +36,20 @@ BENCH_FLAGS=${BENCH_FLAGS:---no-worker}
 PORT=${PORT:-18080}
 DATABASE=${DATABASE:-webhookd_bench_wrk}
 QUEUE=${QUEUE:-bench-wrk}
-outdir=${1:?usage: docs/ack-compare.sh OUTDIR}
+bench=""
+while getopts "r:b:" opt; do
+  case $opt in
+  r) ROUNDS=$OPTARG ;;
+  b) bench=$OPTARG ;;
+  *) exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+outdir=${1:?usage: docs/ack-compare.sh [-r ROUNDS] [-b WEBHOOKD_BENCH_BINARY] OUTDIR}
+mkdir -p "$outdir"
+outdir=$(cd "$outdir" && pwd)
+[ -z "$bench" ] || bench=$(realpath "$bench")
+cd "$(dirname "$0")/.."
 
 if ! command -v wrk >/dev/null; then
   echo "ack-compare: wrk is missing (Debian: apt-get install -y wrk)" >&2
@@ -43,7 +58,6 @@ fi
 for tool in go jq psql; do
   command -v "$tool" >/dev/null || { echo "ack-compare: $tool is missing" >&2; exit 1; }
 done
-mkdir -p "$outdir"
 work=$(mktemp -d)
 server=""
 cleanup() {
@@ -57,7 +71,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-go build -o "$work/bench" ./cmd/webhookd-bench
+if [ -z "$bench" ]; then
+  go build -o "$work/bench" ./cmd/webhookd-bench
+  bench=$work/bench
+fi
 bench_db=postgres://postgres@127.0.0.1:5432/$DATABASE
 
 # Runs continue the numbering of what OUTDIR already holds.
@@ -70,17 +87,17 @@ run() {
   local mode=$1 file=$2 flags=()
   n=$((n + 1))
   name=$(printf '%02d-ack%s-wrk-%s' "$n" "$CONNECTIONS" "$mode")
+  local label=ack$CONNECTIONS-wrk/$mode
   [ "$mode" = naive ] && flags+=(--naive)
   # shellcheck disable=SC2086 # BENCH_FLAGS is a list of flags
-  "$work/bench" --serve "127.0.0.1:$PORT" $BENCH_FLAGS "${flags[@]}" --json --no-progress --log-level warn \
-    --queue "$QUEUE" --database-url "$bench_db" >"$outdir/$name-server.json" 2>"$work/server.err" &
+  "$bench" --serve "127.0.0.1:$PORT" $BENCH_FLAGS "${flags[@]}" --json --no-progress --log-level warn \
+    --label "$label" --queue "$QUEUE" --database-url "$bench_db" >"$work/server.json" 2>"$work/server.err" &
   server=$!
   local waited=0
   until grep -q '^ready:' "$work/server.err"; do
     if ! kill -0 "$server" 2>/dev/null || [ $waited -ge 600 ]; then
       echo "ack-compare: the $mode server did not become ready:" >&2
       cat "$work/server.err" >&2
-      rm -f "$outdir/$name-server.json"
       return 1
     fi
     sleep 0.1
@@ -92,7 +109,7 @@ run() {
     >"$work/wrk.out" 2>"$work/wrk.err"; } 2>"$work/wrk.time"
   grep '^{' "$work/wrk.out" | tail -1 |
     jq -c --argjson cpu "$(awk '{ print $1 + $2 }' "$work/wrk.time")" \
-      '. + {generator_cpu_s: $cpu, generator_us_per_request: (if .requests > 0 then $cpu * 1e6 / .requests else 0 end)}' >"$outdir/$name.json"
+      '. + {generator_cpu_s: $cpu, generator_us_per_request: (if .requests > 0 then $cpu * 1e6 / .requests else 0 end)}' >"$work/wrk.json"
   # The server sees the connections close, reports and exits (after draining the queue when a worker runs).
   waited=0
   while kill -0 "$server" 2>/dev/null; do
@@ -111,6 +128,7 @@ run() {
     echo "ack-compare: the $mode server exited with status $rc:" >&2
     cat "$work/server.err" >&2
   fi
+  jq --slurpfile w "$work/wrk.json" '. + {wrk: $w[0]}' "$work/server.json" >"$outdir/$name.json"
 }
 
 # row NAME: the figures of one run, tab-separated: wrk's 2xx/s and p99, the
@@ -118,12 +136,11 @@ run() {
 # server's acks agree (the server may count up to CONNECTIONS more: requests
 # in flight when wrk stopped).
 row() {
-  local w=$outdir/$1.json s=$outdir/$1-server.json
-  jq -rn --slurpfile w "$w" --slurpfile s "$s" --argjson c "$CONNECTIONS" '
-    ($w[0]) as $w | ($s[0]) as $s | ($w.requests - $w.non2xx) as $ok | ($s.acks - $ok) as $d |
+  jq -r --argjson c "$CONNECTIONS" '
+    . as $s | .wrk as $w | ($w.requests - $w.non2xx) as $ok | ($s.acks - $ok) as $d |
     [($ok / $w.duration_s | floor), $w.latency_ms.p99, ($s.ack_rate | floor), ($s.cpu.machine_us_per_ack | floor),
      (if $w.repeats > 0 then "REPEATS \($w.repeats)" elif $d >= 0 and $d <= $c and $s.check.passed then "ok" else "MISMATCH wrk \($ok) server \($s.acks)" end)]
-    | @tsv'
+    | @tsv' "$outdir/$1.json"
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
@@ -133,7 +150,7 @@ for r in $(seq 1 "$ROUNDS"); do
   file=$work/requests-$r.bin
   # Signed now, sent within the minute: BENCH_FLAGS may set --scheme and --body-size.
   # shellcheck disable=SC2086
-  "$work/bench" --write-requests "$file" --requests "$REQUESTS" $BENCH_FLAGS
+  "$bench" --write-requests "$file" --requests "$REQUESTS" $BENCH_FLAGS
   run webhookd "$file"
   a=$name
   run naive "$file"
