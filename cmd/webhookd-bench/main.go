@@ -43,6 +43,7 @@ func benchCommand() *cobra.Command {
 		databaseURL, redisURL, sink string
 		plotFile                    string
 		secrets                     []string
+		ext                         externalFlags
 	)
 	cmd := &cobra.Command{
 		Use:           "webhookd-bench",
@@ -59,12 +60,23 @@ Redis queue "bench" (its keys are deleted at start and end), and a sink it
 runs itself. With --naive the gateway is replaced by the naive ingest (one
 INSERT and one Enqueue per request) for comparison.
 
+With --serve ADDR it runs the same server on ADDR and sends nothing: an
+outside generator (wrk, docs/ack-compare.sh) sends the requests that
+--write-requests wrote, and the report counts the acks from the database
+and the CPU without the generator.
+
 With --target it sends to a running gateway's --source, signed with
 --scheme and --secret as that source's sender would; --database-url and
 --sink-url, when given, enable the checks.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if done, err := ext.write(ctx, scheme, cfg.BodySize); done {
+				return err
+			}
+			if ext.serve != "" && plotFile != "" {
+				return errors.New("--plot draws the in-process generator's timeline; --serve has none (wrk reports the load)")
+			}
 			if plotFile != "" {
 				if _, err := plotFormat(plotFile); err != nil {
 					return err
@@ -120,7 +132,7 @@ With --target it sends to a running gateway's --source, signed with
 			if !noProgress && term.IsTerminal(int(os.Stderr.Fd())) {
 				cfg.Progress = os.Stderr
 			}
-			rep, err := loadgen.Run(ctx, cfg)
+			rep, err := ext.run(ctx, cfg, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -173,6 +185,7 @@ With --target it sends to a running gateway's --source, signed with
 	f.BoolVar(&noProgress, "no-progress", false, "no progress bars (they show only on a terminal anyway)")
 	f.StringVar(&logFile, "log-file", "", "write webhookd's JSON logs here (default: formatted, then discarded)")
 	f.StringVar(&logLevel, "log-level", "info", "log level of the in-process webhookd")
+	ext.add(f)
 	return cmd
 }
 

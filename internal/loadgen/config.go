@@ -115,6 +115,9 @@ type Env struct {
 	Source Source
 	// SinkURL is the destination's URL.
 	SinkURL string
+	// Listen is the address webhookd listens on. Defaults to a free
+	// loopback port.
+	Listen string
 	// Gateway is false in naive mode: start only the worker side
 	// (claim, forward, sweep); the naive ingest replaces the gateway.
 	Gateway bool
@@ -133,6 +136,11 @@ type Config struct {
 	// Target is the base URL of a running gateway. Empty means: prepare
 	// the environment and start webhookd in this process (webhookd.Start).
 	Target string
+	// Listen is the address the in-process system under test (webhookd's
+	// gateway, or the naive ingest) listens on. Defaults to a free
+	// loopback port. Serve needs one an outside generator can be
+	// pointed at.
+	Listen string
 
 	// Concurrency is the number of requests in flight (closed loop), or
 	// the number of connections sending (open loop). Defaults to 64.
@@ -253,6 +261,8 @@ func (c Config) Validate() error {
 		return errors.New("loadgen: Preload must not be negative")
 	case c.Target != "" && c.NoWorker:
 		return errors.New("loadgen: NoWorker needs the in-process server, not Target")
+	case c.Target != "" && c.Listen != "":
+		return errors.New("loadgen: Listen needs the in-process server, not Target")
 	}
 	if c.Source != nil && c.Source.Verify.Scheme == verify.SchemeTwilio {
 		return errors.New("loadgen: scheme twilio is not supported")

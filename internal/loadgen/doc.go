@@ -17,6 +17,11 @@
 // worker side stays webhookd's. The naive ingest exists only here and in
 // the webhookd-bench program, never in the product.
 //
+// Serve runs the same server on a given address with no generator inside,
+// for an outside one (wrk with WriteRequests' presigned requests, as
+// docs/ack-compare.sh does): the acks are counted from the database and
+// "this process" CPU is the server's alone.
+//
 // The generator runs in the same process as an in-process server, so
 // "process CPU" and peak RSS include the generator's own HTTP client and
 // signing. Generator goroutines carry the pprof label role=loadgen, so a

@@ -15,8 +15,6 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/schollz/progressbar/v3"
 	"github.com/valyala/fasthttp"
-
-	"github.com/webhookd/webhookd/gateway/verify"
 )
 
 // maxLatencyMicros is the histogram's ceiling; slower answers count as it.
@@ -28,12 +26,11 @@ const requestTimeout = 60 * time.Second
 
 // driver sends the requests of one run.
 type driver struct {
-	cfg      Config
-	src      Source
-	url      string
-	idHeader string
-	client   *fasthttp.Client
-	book     *book
+	cfg    Config
+	src    Source
+	url    string
+	client *fasthttp.Client
+	book   *book
 
 	sent, ok, failed, errs atomic.Int64
 	backlog                func() int // open loop: due requests not yet started
@@ -83,9 +80,6 @@ func newDriver(cfg Config, baseURL string, b *book) *driver {
 			Dial:                     (&fasthttp.TCPDialer{Concurrency: cfg.Concurrency * 2}).Dial,
 		},
 		backlog: func() int { return 0 },
-	}
-	if name, ok := strings.CutPrefix(src.EventID, "header:"); ok {
-		d.idHeader = name
 	}
 	return d
 }
@@ -174,13 +168,10 @@ func (d *driver) one(intended time.Time, t *tally, r *rand.Rand) {
 	id := d.book.id(p)
 	body := makeBody(id, p.n, d.cfg.BodySize)
 	d.sent.Add(1)
-	header, rawQuery, err := verify.Sign(d.src.Verify, body, time.Now(), id)
+	header, rawQuery, err := d.src.sign(id, body, time.Now())
 	if err != nil {
-		d.fail(t, fmt.Errorf("error signing: %w", err))
+		d.fail(t, err)
 		return
-	}
-	if d.idHeader != "" && header.Get(d.idHeader) == "" {
-		header.Set(d.idHeader, id)
 	}
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)

@@ -36,6 +36,9 @@ type NaiveConfig struct {
 	PoolSize int
 	// MaxBodyBytes caps a body. Defaults to 1 MiB.
 	MaxBodyBytes int64
+	// Listen is the address to listen on. Defaults to a free loopback
+	// port.
+	Listen string
 }
 
 // NaiveServer is the straightforward ingest issue 6 compares webhookd
@@ -69,13 +72,16 @@ ON CONFLICT (source, external_id) DO UPDATE
     SET deliveries = e.deliveries + 1, last_received_at = now()
 RETURNING e.deliveries, e.xmax = 0`
 
-// StartNaive starts a NaiveServer on a free loopback port. Close stops it.
+// StartNaive starts a NaiveServer on cfg.Listen. Close stops it.
 func StartNaive(ctx context.Context, cfg NaiveConfig) (*NaiveServer, error) {
 	if cfg.PoolSize <= 0 {
 		cfg.PoolSize = 32
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
 	}
 	src := cfg.Source.withDefaults()
 	v, err := verify.New(src.Verify)
@@ -118,7 +124,7 @@ func StartNaive(ctx context.Context, cfg NaiveConfig) (*NaiveServer, error) {
 	e.HideBanner, e.HidePort = true, true
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.POST("/webhooks/:source", s.ingest)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		s.closeClients()
 		return nil, err

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/webhookd/webhookd"
@@ -35,7 +36,7 @@ func startWebhookd(ctx context.Context, env Env) (string, func() error, error) {
 	}
 	p, err := webhookd.Start(ctx, webhookd.Config{
 		TracerProvider: tp, // nil (off) when FromEnv returns none
-		Listen:         "127.0.0.1:0",
+		Listen:         cmp.Or(env.Listen, "127.0.0.1:0"),
 		DatabaseURL:    env.DatabaseURL,
 		Redis:          webhookd.RedisConfig{URL: env.RedisURL},
 		Queue:          env.Queue,

@@ -16,9 +16,11 @@ type Report struct {
 	Label string `json:"label,omitempty"`
 	// Mode is "webhookd" (in-process), "naive" (NaiveServer in-process)
 	// or "target" (a running gateway), with " (no worker)" appended under
-	// Config.NoWorker.
+	// Config.NoWorker; Serve says "server only" after "webhookd" or
+	// "naive".
 	Mode string `json:"mode"`
-	// Loop is "closed" (Concurrency in flight) or "open" (Rate per second).
+	// Loop is "closed" (Concurrency in flight), "open" (Rate per second)
+	// or LoopExternal (Serve: the load came from outside).
 	Loop        string  `json:"loop"`
 	Concurrency int     `json:"concurrency"`
 	Rate        float64 `json:"rate,omitempty"`
@@ -175,6 +177,9 @@ func (c *Check) fail(format string, args ...any) {
 
 // WriteText writes the report for a terminal.
 func (r *Report) WriteText(w io.Writer) error {
+	if r.Loop == LoopExternal {
+		return r.writeServedText(w)
+	}
 	var b strings.Builder
 	loop := fmt.Sprintf("closed loop, %d in flight", r.Concurrency)
 	if r.Loop == "open" {

@@ -8,9 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"runtime"
 	"runtime/pprof"
@@ -71,74 +69,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		baseSink int64
 	)
 	if cfg.Target == "" {
-		dropDatabase, err := prepareDatabase(ctx, cfg)
-		defer dropDatabase()
+		sys, err := startSystem(ctx, cfg)
+		defer sys.close()
 		if err != nil {
 			return nil, err
 		}
-		if pool, err = openPool(ctx, cfg.DatabaseURL); err != nil {
-			return nil, err
-		}
-		defer pool.Close()
-		if cfg.ReuseDatabase {
-			if err := resetForReuse(ctx, pool, src.Name); err != nil {
-				return nil, err
-			}
-		}
-		if err := clearQueue(ctx, cfg.RedisURL, cfg.Queue); err != nil {
-			return nil, fmt.Errorf("error clearing queue %s: %w", cfg.Queue, err)
-		}
-		defer func() { _ = clearQueue(context.WithoutCancel(ctx), cfg.RedisURL, cfg.Queue) }()
-
-		snk := sink.New(nil)
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		sinkSrv := &http.Server{Handler: snk, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = sinkSrv.Serve(l) }()
-		defer sinkSrv.Close()
-		if !cfg.NoWorker {
-			sv = localSink{snk}
-		}
-		sinkURL := "http://" + l.Addr().String() + "/hook"
-
-		switch {
-		case cfg.Preload > 0:
-			if err := preload(ctx, pool, src, cfg.Preload, cfg.BodySize, cfg.Progress); err != nil {
-				return nil, err
-			}
-		case cfg.ReuseDatabase:
-			// The kept preload counts as sent, so --duplicates repeats
-			// ids spread over all of it.
-			n, err := preloaded(ctx, pool, src.Name)
-			if err != nil {
-				return nil, err
-			}
-			cfg.Preload, rep.Preload = n, n
-		}
-
-		env := Env{DatabaseURL: cfg.DatabaseURL, RedisURL: cfg.RedisURL, Queue: cfg.Queue, Source: src,
-			SinkURL: sinkURL, Gateway: !cfg.Naive, Worker: !cfg.NoWorker, Log: cfg.Log}
-		base, stop, err := startWebhookd(ctx, env)
-		if err != nil {
-			return nil, fmt.Errorf("error starting webhookd: %w", err)
-		}
-		defer func() {
-			if err := stop(); err != nil {
-				cfg.Log.Warn("webhookd stopped with an error", slog.String("error", err.Error()))
-			}
-		}()
-		baseURL = base
-		if cfg.Naive {
-			ns, err := StartNaive(ctx, NaiveConfig{DatabaseURL: cfg.DatabaseURL, RedisURL: cfg.RedisURL, Queue: cfg.Queue,
-				Source: src, SinkURL: sinkURL, PoolSize: cfg.NaivePool})
-			if err != nil {
-				return nil, err
-			}
-			defer ns.Close()
-			baseURL = ns.URL
-		}
+		pool, sv, baseURL = sys.pool, sys.sink, sys.url
+		cfg.Preload, rep.Preload = sys.preload, sys.preload
 	} else {
 		if cfg.DatabaseURL != "" {
 			var err error
@@ -491,20 +428,7 @@ func check(ctx context.Context, c *Check, pool *pgxpool.Pool, sv sinkView, baseS
 	}
 	if sv == nil {
 		c.Skipped = append(c.Skipped, "sink (none to read, or no worker)")
-	} else if st, err := sv.stats(ctx); err != nil {
-		c.fail("could not read the sink: %v", err)
-	} else {
-		c.SinkKeys = int64(st.Keys) - baseSink
-		c.SinkRepeated = len(st.Repeated)
-		if c.SinkRepeated > 0 {
-			for k, n := range st.Repeated {
-				c.fail("%d keys reached the sink more than once (e.g. %s: %d calls)", c.SinkRepeated, k, n)
-				break
-			}
-		}
-		if newRows >= 0 && c.SinkKeys != newRows {
-			c.fail("the sink saw %d keys for %d new events", c.SinkKeys, newRows)
-		}
+	} else if checkSink(ctx, c, sv, baseSink, newRows) {
 		if _, ok := sv.count(""); ok {
 			for n, a := range b.acked {
 				if a == 0 {
@@ -523,6 +447,26 @@ func check(ctx context.Context, c *Check, pool *pgxpool.Pool, sv sinkView, baseS
 		}
 	}
 	c.Passed = len(c.Problems) == 0
+}
+
+// checkSink checks that the sink saw one key per new event (newRows, -1
+// unknown) and none twice; false when it could not be read.
+func checkSink(ctx context.Context, c *Check, sv sinkView, baseSink, newRows int64) bool {
+	st, err := sv.stats(ctx)
+	if err != nil {
+		c.fail("could not read the sink: %v", err)
+		return false
+	}
+	c.SinkKeys = int64(st.Keys) - baseSink
+	c.SinkRepeated = len(st.Repeated)
+	for k, n := range st.Repeated {
+		c.fail("%d keys reached the sink more than once (e.g. %s: %d calls)", c.SinkRepeated, k, n)
+		break
+	}
+	if newRows >= 0 && c.SinkKeys != newRows {
+		c.fail("the sink saw %d keys for %d new events", c.SinkKeys, newRows)
+	}
+	return true
 }
 
 // checkDeliveries compares each touched event's stored delivery count
