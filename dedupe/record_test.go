@@ -66,7 +66,7 @@ func TestRepeatIsHOT(t *testing.T) {
 	if hot != int64(len(firsts)) {
 		t.Errorf("%d of %d repeats (one per page) were HOT updates, want all", hot, len(firsts))
 	}
-	if n := b.schema.Int(t, `SELECT count(*) FROM events WHERE deliveries = 2`); n != len(firsts) {
+	if n := b.schema.Int(t, `SELECT count(*) FROM event_deliveries WHERE deliveries = 2`); n != len(firsts) {
 		t.Errorf("%d events counted twice, want %d", n, len(firsts))
 	}
 }
@@ -94,7 +94,7 @@ func TestRecordBatch(t *testing.T) {
 			}
 		}
 		var deliveries int
-		if err := schema.Pool.QueryRow(ctx, `SELECT deliveries FROM events WHERE source='s' AND external_id='a'`).Scan(&deliveries); err != nil {
+		if err := schema.Pool.QueryRow(ctx, `SELECT deliveries FROM event_deliveries WHERE source='s' AND external_id='a'`).Scan(&deliveries); err != nil {
 			t.Fatal(err)
 		}
 		if deliveries != 3 {
@@ -195,7 +195,7 @@ func TestBatcherConcurrentCopies(t *testing.T) {
 		}
 	}
 	var rows, total int
-	if err := schema.Pool.QueryRow(ctx, `SELECT count(*), sum(deliveries) FROM events`).Scan(&rows, &total); err != nil {
+	if err := schema.Pool.QueryRow(ctx, `SELECT count(*), sum(deliveries) FROM event_deliveries`).Scan(&rows, &total); err != nil {
 		t.Fatal(err)
 	}
 	if rows != events || total != events*copies {
