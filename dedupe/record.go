@@ -138,28 +138,36 @@ var recordSQL = `
 WITH ` + eventsInputSQL + `, ` + recordCTEsSQL("input") + recordReportSQL("")
 
 // recordCTEsSQL is the CTEs of recordSQL after its input: they record
-// the rows of the CTE named from. The insert never writes an existing
-// event (DO NOTHING); the keys it did not insert are counted in
-// event_repeats instead, after every insert (the sort waits for the
-// anti-join, which reads all of inserted): each statement takes its
+// the rows of the CTE named from. A repeat never writes its event's row:
+// known reads the events the statement's snapshot holds (one index
+// probe, which is also where a repeat's base count comes from), the
+// insert tries only the others, and doing nothing on a conflict it
+// leaves to Postgres who is first; the keys it did not insert are
+// counted in event_repeats, after every insert (the sort waits for the
+// anti-join, which reads all of inserted). Each statement thus takes its
 // locks table by table, in key order, so concurrent statements do not
 // deadlock. A key whose insert met a row committed after the statement's
-// snapshot (a concurrent first delivery it waited for) finds no event to
-// read its base count from: it is reported with visible false and
-// RecordBatch reads it again (repeatsOfUnseenSQL).
+// snapshot (a concurrent first delivery it waited for) is neither known
+// nor inserted: it is reported with visible false and RecordBatch reads
+// it again (repeatsOfUnseenSQL).
 func recordCTEsSQL(from string) string {
-	return `inserted AS (
+	return `known AS (
+    SELECT e.source, e.external_id, e.deliveries, e.recorded_only
+    FROM ` + from + ` f JOIN events e ON e.source = f.s AND e.external_id = f.x
+), inserted AS (
     INSERT INTO events AS e
         (source, external_id, deliveries, content_type, headers, payload, order_entity, order_version, event_type, trace_parent)
-    SELECT s, x, d, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, ''), NULLIF(t, ''), NULLIF(tp, '') FROM ` + from + ` ORDER BY s, x
+    SELECT s, x, d, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, ''), NULLIF(t, ''), NULLIF(tp, '') FROM ` + from + ` f
+    WHERE NOT EXISTS (SELECT 1 FROM known k WHERE k.source = f.s AND k.external_id = f.x)
+    ORDER BY s, x
     ON CONFLICT (source, external_id) DO NOTHING
     RETURNING e.source, e.external_id, e.deliveries
 ), ` + countRepeatsSQL(from, "inserted") + `, recorded AS (
     SELECT source, external_id, deliveries::bigint AS deliveries, true AS inserted, false AS recorded_only, true AS visible
     FROM inserted
     UNION ALL
-    SELECT p.source, p.external_id, COALESCE(e.deliveries, 0) + p.repeats, false, COALESCE(e.recorded_only, false), e.source IS NOT NULL
-    FROM repeated p LEFT JOIN events e ON e.source = p.source AND e.external_id = p.external_id
+    SELECT p.source, p.external_id, COALESCE(k.deliveries, 0) + p.repeats, false, COALESCE(k.recorded_only, false), k.source IS NOT NULL
+    FROM repeated p LEFT JOIN known k ON k.source = p.source AND k.external_id = p.external_id
 ), queued AS (` + outboxInsertSQL + `
 ), checked AS (
     SELECT r.*, CASE WHEN r.inserted THEN true ELSE ` + outboxHasSQL("r.source", "r.external_id") + ` END AS pending
