@@ -249,7 +249,7 @@ func TestImportEventsIsIdempotent(t *testing.T) {
 			t.Fatalf("rerun (%+v) inserted %v, %v", opts, again, err)
 		}
 	}
-	if n := b.schema.Int(t, `SELECT deliveries FROM events WHERE external_id = 'live'`); n != 1 {
+	if n := b.schema.Int(t, `SELECT deliveries FROM event_deliveries WHERE external_id = 'live'`); n != 1 {
 		t.Errorf("an import changed a live event's deliveries to %d", n)
 	}
 	if n := b.schema.Int(t, `SELECT count(*) FROM event_outbox WHERE external_id = 'i1'`); n != 1 {

@@ -5,8 +5,11 @@
 // # Events
 //
 // An event is keyed by (source, external_id). [RecordBatch] inserts many
-// events in one INSERT … ON CONFLICT statement; a repeat delivery only
-// increments the row's delivery count. [Batcher] groups concurrent callers
+// events in one INSERT … ON CONFLICT DO NOTHING statement, which never
+// writes an existing event: a repeat delivery is counted, in the same
+// statement, in the event's narrow row of event_repeats, and the view
+// event_deliveries adds it to the copies of the first delivery
+// (repeats.go). [Batcher] groups concurrent callers
 // into such statements (group commit) and answers each caller once its
 // statement has committed. The same statement puts each new event in the
 // relay's outbox (table event_outbox, outbox.go), where it stays until

@@ -223,8 +223,11 @@ func (q *eventQuery) order(t string) string {
 	return t + ".received_at" + dir + ", " + t + ".source" + dir + ", " + t + ".external_id" + dir
 }
 
-// summaryColumns are an EventSummary's columns of events, in scan order.
-const summaryColumns = `e.source, e.external_id, COALESCE(e.event_type, '') AS event_type, e.received_at, e.last_received_at, e.deliveries, e.content_type,
+// summaryColumns are an EventSummary's columns of events, in scan order;
+// the delivery count and last delivery include the repeats (repeats.go).
+var summaryColumns = `e.source, e.external_id, COALESCE(e.event_type, '') AS event_type, e.received_at,
+       ` + lastReceivedSQL("e.source", "e.external_id") + ` AS last_received_at,
+       ` + deliveriesSQL("e.source", "e.external_id") + ` AS deliveries, e.content_type,
        length(e.payload) AS payload_bytes, e.recorded_only`
 
 // withStateSQL gives each row of the scan (the events of summaryColumns)

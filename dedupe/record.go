@@ -128,24 +128,46 @@ input AS (
 
 // recordSQL inserts many events at once and puts each new one in the
 // relay's outbox, in the same statement. A repeat adds the number of
-// copies in this statement to the delivery count. It reports, per row,
-// whether it was inserted (xmax = 0), whether its hand-off is pending (a
-// new event's is; a repeat's while its outbox row is there), and the
-// event's state (a new event has no runs to look up).
+// copies in this statement to its row in event_repeats (repeats.go). It
+// reports, per row, the delivery count, whether it was inserted, whether
+// its hand-off is pending (a new event's is; a repeat's while its outbox
+// row is there), the event's state (a new event has no runs to look up),
+// and whether the event was visible to the statement (see
+// recordCTEsSQL).
 var recordSQL = `
 WITH ` + eventsInputSQL + `, ` + recordCTEsSQL("input") + recordReportSQL("")
 
 // recordCTEsSQL is the CTEs of recordSQL after its input: they record
-// the rows of the CTE named from.
+// the rows of the CTE named from. A repeat never writes its event's row:
+// known reads the events the statement's snapshot holds (one index
+// probe, which is also where a repeat's base count comes from), the
+// insert tries only the others, and doing nothing on a conflict it
+// leaves to Postgres who is first; the keys it did not insert are
+// counted in event_repeats, after every insert (the sort waits for the
+// anti-join, which reads all of inserted). Each statement thus takes its
+// locks table by table, in key order, so concurrent statements do not
+// deadlock. A key whose insert met a row committed after the statement's
+// snapshot (a concurrent first delivery it waited for) is neither known
+// nor inserted: it is reported with visible false and RecordBatch reads
+// it again (repeatsOfUnseenSQL).
 func recordCTEsSQL(from string) string {
-	return `recorded AS (
+	return `known AS (
+    SELECT e.source, e.external_id, e.deliveries, e.recorded_only
+    FROM ` + from + ` f JOIN events e ON e.source = f.s AND e.external_id = f.x
+), inserted AS (
     INSERT INTO events AS e
         (source, external_id, deliveries, content_type, headers, payload, order_entity, order_version, event_type, trace_parent)
-    SELECT s, x, d, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, ''), NULLIF(t, ''), NULLIF(tp, '') FROM ` + from + ` ORDER BY s, x
-    ON CONFLICT (source, external_id) DO UPDATE
-        SET deliveries = e.deliveries + EXCLUDED.deliveries,
-            last_received_at = now()
-    RETURNING e.source, e.external_id, e.deliveries, e.xmax = 0 AS inserted, e.recorded_only
+    SELECT s, x, d, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, ''), NULLIF(t, ''), NULLIF(tp, '') FROM ` + from + ` f
+    WHERE NOT EXISTS (SELECT 1 FROM known k WHERE k.source = f.s AND k.external_id = f.x)
+    ORDER BY s, x
+    ON CONFLICT (source, external_id) DO NOTHING
+    RETURNING e.source, e.external_id, e.deliveries
+), ` + countRepeatsSQL(from, "inserted") + `, recorded AS (
+    SELECT source, external_id, deliveries::bigint AS deliveries, true AS inserted, false AS recorded_only, true AS visible
+    FROM inserted
+    UNION ALL
+    SELECT p.source, p.external_id, COALESCE(k.deliveries, 0) + p.repeats, false, COALESCE(k.recorded_only, false), k.source IS NOT NULL
+    FROM repeated p LEFT JOIN known k ON k.source = p.source AND k.external_id = p.external_id
 ), queued AS (` + outboxInsertSQL + `
 ), checked AS (
     SELECT r.*, CASE WHEN r.inserted THEN true ELSE ` + outboxHasSQL("r.source", "r.external_id") + ` END AS pending
@@ -161,10 +183,17 @@ SELECT r.source, r.external_id, r.deliveries, r.inserted, r.pending,
        -- A new event is 'received' (webhookd_event_state for an event
        -- not handed off, with no runs), written out: the function would
        -- only compute that constant, on the hot path, for every new event.
-       CASE WHEN r.inserted THEN 'received' ELSE
-           webhookd_event_state(NOT r.pending, r.recorded_only, ` + latestRunStatusesSQL("r.source", "r.external_id") + `, i.n)
-       END` + extra + `
+       CASE WHEN r.inserted THEN 'received' ELSE ` + repeatStateSQL("r", "i.n") + ` END,
+       r.visible` + extra + `
 FROM checked r JOIN input i ON i.s = r.source AND i.x = r.external_id`
+}
+
+// repeatStateSQL is the state of the repeated event t (a row with
+// source, external_id, pending and recorded_only) of a source with n
+// destinations that want it.
+func repeatStateSQL(t, n string) string {
+	return `webhookd_event_state(NOT ` + t + `.pending, ` + t + `.recorded_only, ` +
+		latestRunStatusesSQL(t+".source", t+".external_id") + `, ` + n + `)`
 }
 
 // RecordBatch records events in one statement and returns one result per
@@ -221,12 +250,14 @@ func RecordBatch(ctx context.Context, db DB, events []Event) ([]Recorded, error)
 	}
 	perKey := make([]Recorded, len(cols.sources))
 	seen := 0
+	var unseen []int // keys whose event the statement could not see
 	for rows.Next() {
 		var (
 			k   eventKey
 			rec Recorded
 		)
-		dest := []any{&k.source, &k.externalID, &rec.Deliveries, &rec.Inserted, &rec.Pending, &rec.State}
+		var visible bool
+		dest := []any{&k.source, &k.externalID, &rec.Deliveries, &rec.Inserted, &rec.Pending, &rec.State, &visible}
 		if cols.signed {
 			dest = append(dest, &rec.CopyOf)
 		}
@@ -240,6 +271,9 @@ func RecordBatch(ctx context.Context, db DB, events []Event) ([]Recorded, error)
 			return nil, fmt.Errorf("error recording events: unexpected row %s/%s", k.source, k.externalID)
 		}
 		perKey[u] = rec
+		if !visible {
+			unseen = append(unseen, u)
+		}
 		seen++
 	}
 	if err := rows.Err(); err != nil {
@@ -247,6 +281,11 @@ func RecordBatch(ctx context.Context, db DB, events []Event) ([]Recorded, error)
 	}
 	if seen != len(perKey) {
 		return nil, fmt.Errorf("error recording events: %d rows returned for %d events", seen, len(perKey))
+	}
+	if len(unseen) > 0 {
+		if err := reportUnseenRepeats(ctx, db, &cols, unseen, perKey); err != nil {
+			return nil, err
+		}
 	}
 
 	// Spread each key's result over its copies, in arrival order.

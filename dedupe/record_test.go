@@ -24,50 +24,48 @@ func event(source, id string) dedupe.Event {
 	}
 }
 
-// TestRepeatIsHOT: counting a repeat delivery rewrites the row in its own
-// page (a HOT update, no index entries), which needs the room the events
-// table's fillfactor leaves on each page for 1 KiB payloads. One event of
-// each page is repeated, so every update finds the page as the inserts
-// left it.
-func TestRepeatIsHOT(t *testing.T) {
+// TestRepeatWritesOnlyItsCount: a repeat delivery never writes the
+// event's wide row (events is not updated at all); it is counted in the
+// event's narrow event_repeats row, and counting a further repeat
+// rewrites that row in its own page (a HOT update, no index entry),
+// which needs the room event_repeats' fillfactor leaves.
+func TestRepeatWritesOnlyItsCount(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := testCtx(t)
 	payload := bytes.Repeat([]byte("x"), 1024)
 	var evs []dedupe.Event
-	for i := range 60 {
+	for i := range 40 {
 		evs = append(evs, dedupe.Event{Source: "src", ExternalID: fmt.Sprintf("evt_%02d", i),
 			ContentType: "application/json", Payload: payload})
 	}
 	if _, err := dedupe.RecordBatch(ctx, b.schema.Pool, evs); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := b.schema.Pool.Query(ctx, `SELECT DISTINCT ON ((ctid::text::point)[0]) external_id FROM events ORDER BY (ctid::text::point)[0]`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	firsts, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var hot int64
-	err = pgx.BeginFunc(ctx, b.schema.Pool, func(tx pgx.Tx) error {
-		for _, id := range firsts {
-			if _, err := dedupe.RecordBatch(ctx, tx, []dedupe.Event{{Source: "src", ExternalID: id,
-				ContentType: "application/json", Payload: payload}}); err != nil {
-				return err
+	var updated, inserted, hot int64
+	err := pgx.BeginFunc(ctx, b.schema.Pool, func(tx pgx.Tx) error {
+		for round := range 2 {
+			for _, ev := range evs {
+				if _, err := dedupe.RecordBatch(ctx, tx, []dedupe.Event{ev}); err != nil {
+					return fmt.Errorf("round %d: %w", round, err)
+				}
 			}
 		}
-		return tx.QueryRow(ctx, `SELECT pg_stat_get_xact_tuples_hot_updated('events'::regclass)`).Scan(&hot)
+		return tx.QueryRow(ctx, `SELECT pg_stat_get_xact_tuples_updated('events'::regclass),
+            pg_stat_get_xact_tuples_inserted('event_repeats'::regclass),
+            pg_stat_get_xact_tuples_hot_updated('event_repeats'::regclass)`).Scan(&updated, &inserted, &hot)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if hot != int64(len(firsts)) {
-		t.Errorf("%d of %d repeats (one per page) were HOT updates, want all", hot, len(firsts))
+	if updated != 0 {
+		t.Errorf("%d events rows updated by repeats, want none", updated)
 	}
-	if n := b.schema.Int(t, `SELECT count(*) FROM events WHERE deliveries = 2`); n != len(firsts) {
-		t.Errorf("%d events counted twice, want %d", n, len(firsts))
+	if inserted != int64(len(evs)) || hot != int64(len(evs)) {
+		t.Errorf("event_repeats: %d inserts and %d HOT updates, want %d of each", inserted, hot, len(evs))
+	}
+	if n := b.schema.Int(t, `SELECT count(*) FROM event_deliveries WHERE deliveries = 3`); n != len(evs) {
+		t.Errorf("%d events counted three times, want %d", n, len(evs))
 	}
 }
 
@@ -94,7 +92,7 @@ func TestRecordBatch(t *testing.T) {
 			}
 		}
 		var deliveries int
-		if err := schema.Pool.QueryRow(ctx, `SELECT deliveries FROM events WHERE source='s' AND external_id='a'`).Scan(&deliveries); err != nil {
+		if err := schema.Pool.QueryRow(ctx, `SELECT deliveries FROM event_deliveries WHERE source='s' AND external_id='a'`).Scan(&deliveries); err != nil {
 			t.Fatal(err)
 		}
 		if deliveries != 3 {
@@ -195,7 +193,7 @@ func TestBatcherConcurrentCopies(t *testing.T) {
 		}
 	}
 	var rows, total int
-	if err := schema.Pool.QueryRow(ctx, `SELECT count(*), sum(deliveries) FROM events`).Scan(&rows, &total); err != nil {
+	if err := schema.Pool.QueryRow(ctx, `SELECT count(*), sum(deliveries) FROM event_deliveries`).Scan(&rows, &total); err != nil {
 		t.Fatal(err)
 	}
 	if rows != events || total != events*copies {
@@ -288,5 +286,64 @@ func TestBatcherClosed(t *testing.T) {
 	b.Close()
 	if _, err := b.Record(context.Background(), event("s", "late")); err != dedupe.ErrBatcherClosed {
 		t.Fatalf("got %v, want ErrBatcherClosed", err)
+	}
+}
+
+// TestRepeatOfAnEventCommittedMeanwhile: a repeat whose insert waits for
+// a concurrent first delivery of the same event, which commits after the
+// repeat's statement took its snapshot, cannot read the event in that
+// statement. Its answer must still count from the event's own copies and
+// carry its pending hand-off and state, and the stored count must be
+// exact.
+func TestRepeatOfAnEventCommittedMeanwhile(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	tx, err := b.schema.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var holder int32
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	first, err := dedupe.RecordBatch(ctx, tx, []dedupe.Event{event("src", "a"), event("src", "a")})
+	if err != nil || !first[0].Inserted || first[1].Deliveries != 2 {
+		t.Fatalf("first delivery: %+v, %v", first, err)
+	}
+	type outcome struct {
+		recs []dedupe.Recorded
+		err  error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		recs, err := dedupe.RecordBatch(ctx, b.schema.Pool, []dedupe.Event{event("src", "a"), event("src", "b"), event("src", "a")})
+		done <- outcome{recs, err}
+	}()
+	// Commit once the repeat waits for the first delivery's insert: its
+	// snapshot is older than the commit.
+	for b.schema.Int(t, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, holder) == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := <-done
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	want := []dedupe.Recorded{
+		{Deliveries: 3, Pending: true, State: "received"},
+		{Inserted: true, Deliveries: 1, Pending: true, State: "received"},
+		{Deliveries: 4, Pending: true, State: "received"},
+	}
+	for i, w := range want {
+		if got.recs[i] != w {
+			t.Errorf("answer %d: %+v, want %+v", i, got.recs[i], w)
+		}
+	}
+	if n := b.schema.Int(t, `SELECT deliveries FROM event_deliveries WHERE external_id = 'a'`); n != 4 {
+		t.Errorf("stored count %d, want 4", n)
 	}
 }

@@ -59,7 +59,7 @@ func (r RetentionResult) Total() int64 {
 // Each retention statement deletes at most $2 rows older than $1, chosen
 // through an index on the row's time and skipping rows other transactions
 // hold, and returns how many it deleted.
-const (
+var (
 	// Calls logged in delivery_attempts; one still being made stays until
 	// its outcome (or the sweep's 'unknown') is stored.
 	retainAttemptsSQL = `
@@ -77,17 +77,19 @@ DELETE FROM job_runs WHERE key IN (
 
 	// Events last delivered before the cutoff and with no running run (a
 	// sender still redelivering an event keeps it, and so keeps the repeat
-	// a duplicate), with their outbox rows if their hand-off never
-	// happened.
+	// a duplicate), with their repeat counts and their outbox rows if
+	// their hand-off never happened.
 	retainEventsSQL = `
 WITH doomed AS MATERIALIZED (
     SELECT e.source, e.external_id FROM events e
-    WHERE e.received_at < $1 AND e.last_received_at < $1
+    WHERE e.received_at < $1 AND ` + lastReceivedSQL("e.source", "e.external_id") + ` < $1
       AND NOT EXISTS (SELECT 1 FROM job_runs r
                       WHERE r.source = e.source AND r.external_id = e.external_id AND r.status = 'running')
     ORDER BY e.received_at LIMIT $2 FOR UPDATE OF e SKIP LOCKED
 ), unqueued AS (
     DELETE FROM event_outbox WHERE (source, external_id) IN (SELECT source, external_id FROM doomed)
+), uncounted AS (
+    DELETE FROM event_repeats WHERE (source, external_id) IN (SELECT source, external_id FROM doomed)
 )
 DELETE FROM events WHERE (source, external_id) IN (SELECT source, external_id FROM doomed)`
 

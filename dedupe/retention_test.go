@@ -25,9 +25,11 @@ func TestRetention(t *testing.T) {
 		b.recordEvent(t, "old_running")
 		mustClaim(t, b, claimReq("old_running", 5, time.Minute), dedupe.Claimed)
 		b.recordEvent(t, "old_redelivered")
+		b.recordEvent(t, "old_redelivered") // counted in event_repeats, as of now
+		b.recordEvent(t, "old000")          // a repeat long ago: its count goes with it
 		b.exec(t, `UPDATE events SET received_at = now() - interval '40 days', last_received_at = now() - interval '40 days'
-            WHERE external_id LIKE 'old%' AND external_id <> 'old_redelivered'`)
-		b.exec(t, `UPDATE events SET received_at = now() - interval '40 days' WHERE external_id = 'old_redelivered'`)
+            WHERE external_id LIKE 'old%'`)
+		b.exec(t, `UPDATE event_repeats SET last_received_at = now() - interval '35 days' WHERE external_id = 'old000'`)
 		b.exec(t, `UPDATE job_runs SET created_at = now() - interval '40 days', completed_at = now() - interval '40 days'
             WHERE external_id LIKE 'old%'`)
 		b.exec(t, `UPDATE delivery_attempts SET created_at = now() - interval '40 days' WHERE key LIKE 'src:dst:old%'`)
@@ -56,6 +58,9 @@ func TestRetention(t *testing.T) {
 		}
 		if n := b.schema.Int(t, `SELECT count(*) FROM events WHERE external_id IN ('old_running', 'old_redelivered')`); n != 2 {
 			t.Fatalf("the running and the redelivered event were deleted")
+		}
+		if n := b.schema.Int(t, `SELECT count(*) FROM event_repeats WHERE external_id <> 'old_redelivered'`); n != 0 {
+			t.Fatalf("%d repeat counts of deleted events left", n)
 		}
 		// None of these events was handed off: a deleted one's outbox row
 		// goes with it, so the relay never enqueues an event that is gone.

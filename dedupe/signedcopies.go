@@ -48,10 +48,10 @@ WITH ` + eventsSignedInputSQL + `, signed AS (
     SELECT i.* FROM input i WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.s = i.s AND c.x = i.x)
 ), ` + recordCTEsSQL("kept") + recordReportSQL(", ''") + `
 UNION ALL
-SELECT c.s, c.x, COALESCE(e.deliveries, 1), false, false,
+SELECT c.s, c.x, COALESCE(` + deliveriesSQL("e.source", "e.external_id") + `, 1), false, false,
        CASE WHEN e.source IS NULL THEN 'received' ELSE
            webhookd_event_state(NOT ` + outboxHasSQL("e.source", "e.external_id") + `, e.recorded_only,
                                 ` + latestRunStatusesSQL("e.source", "e.external_id") + `, c.n)
        END,
-       c.first
+       true, c.first
 FROM copies c LEFT JOIN events e ON e.source = c.s AND e.external_id = c.first`

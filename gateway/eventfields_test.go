@@ -161,7 +161,7 @@ func TestPoisonedRequestsHurtNoOne(t *testing.T) {
 	if got := answered.Load(); got != senders*perSender {
 		t.Errorf("%d of %d legitimate events answered 202 then 200", got, senders*perSender)
 	}
-	if got := p.Schema.Int(t, `SELECT count(*) FROM events WHERE external_id LIKE 'evt_legit_%' AND deliveries = 2`); got != senders*perSender {
+	if got := p.Schema.Int(t, `SELECT count(*) FROM event_deliveries WHERE external_id LIKE 'evt_legit_%' AND deliveries = 2`); got != senders*perSender {
 		t.Errorf("%d legitimate events recorded with 2 deliveries, want %d", got, senders*perSender)
 	}
 	if got := p.Schema.Int(t, `SELECT count(*) FROM events WHERE external_id NOT LIKE 'evt_legit_%'`); got != 0 {

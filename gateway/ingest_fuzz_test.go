@@ -117,7 +117,7 @@ func FuzzIngestEdge(f *testing.F) {
 		got, _ := answer["event_id"].(string)
 		switch {
 		case code == http.StatusAccepted:
-			if written != 2 || schema.Int(t, `SELECT count(*) FROM events WHERE source = 'fuzz' AND external_id = $1 AND deliveries = 1`, got) != 1 {
+			if written != 2 || schema.Int(t, `SELECT count(*) FROM event_deliveries WHERE source = 'fuzz' AND external_id = $1 AND deliveries = 1`, got) != 1 {
 				t.Fatalf("202 %v, but %d rows written (want 2) or its row is not there", answer, written)
 			}
 		case code == http.StatusOK:

@@ -74,7 +74,7 @@ func TestIngestAnswers(t *testing.T) {
 		var deliveries int
 		var status string
 		err := p.Schema.Pool.QueryRow(context.Background(), `
-SELECT e.deliveries, r.status FROM events e JOIN job_runs r ON r.source = e.source AND r.external_id = e.external_id
+SELECT e.deliveries, r.status FROM event_deliveries e JOIN job_runs r ON r.source = e.source AND r.external_id = e.external_id
 WHERE e.source = 'stripe' AND e.external_id = 'evt_first'`).Scan(&deliveries, &status)
 		if err != nil {
 			t.Fatal(err)
@@ -235,7 +235,7 @@ func TestConcurrentCopiesOnTwoReplicas(t *testing.T) {
 		t.Fatalf("answers: %d accepted, %d duplicates, %d other; want %d, %d, 0",
 			accepted.Load(), duplicates.Load(), other.Load(), events, events*(copies-1))
 	}
-	rows, err := a.Schema.Pool.Query(context.Background(), `SELECT external_id, deliveries FROM events`)
+	rows, err := a.Schema.Pool.Query(context.Background(), `SELECT external_id, deliveries FROM event_deliveries`)
 	if err != nil {
 		t.Fatal(err)
 	}

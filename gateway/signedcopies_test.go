@@ -157,7 +157,7 @@ func TestCopiesUnderFreshIDsAreDuplicates(t *testing.T) {
 			if got := b.schema.Int(t, `SELECT count(*) FROM events`); got != 2 {
 				t.Errorf("%d events recorded, want 2 (id-1 and id-2)", got)
 			}
-			if got := b.schema.Int(t, `SELECT deliveries FROM events WHERE external_id = 'id-1'`); got != 2 {
+			if got := b.schema.Int(t, `SELECT deliveries FROM event_deliveries WHERE external_id = 'id-1'`); got != 2 {
 				t.Errorf("id-1 has %d deliveries, want 2 (copies are not the sender's)", got)
 			}
 			if got := b.schema.Int(t, `SELECT count(*) FROM event_outbox`); got != 2 {

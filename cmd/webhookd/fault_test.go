@@ -456,7 +456,7 @@ func TestFaultKilledBetweenCommitAndEnqueue(t *testing.T) {
 		return schema.Int(t, `SELECT count(*) FROM job_runs WHERE key = $1 AND status = 'done'`, keyOf("evt_orphan")) == 1
 	})
 	var deliveries int
-	if err := schema.Pool.QueryRow(context.Background(), `SELECT deliveries FROM events WHERE external_id = 'evt_orphan'`).Scan(&deliveries); err != nil || deliveries != 2 {
+	if err := schema.Pool.QueryRow(context.Background(), `SELECT deliveries FROM event_deliveries WHERE external_id = 'evt_orphan'`).Scan(&deliveries); err != nil || deliveries != 2 {
 		t.Fatalf("deliveries %d (%v), want 2 (the cut-off one and the retry)", deliveries, err)
 	}
 	checkNoDuplicates(t, bin, cfg)
@@ -517,7 +517,7 @@ func TestFaultReplicas(t *testing.T) {
 	if n := schema.Int(t, `SELECT count(*) FROM events`); n != events {
 		t.Fatalf("%d event rows, want %d", n, events)
 	}
-	if n := schema.Int(t, `SELECT sum(deliveries)::int FROM events`); n != events*copies*len(gws) {
+	if n := schema.Int(t, `SELECT sum(deliveries)::int FROM event_deliveries`); n != events*copies*len(gws) {
 		t.Fatalf("%d deliveries counted, want %d", n, events*copies*len(gws))
 	}
 	pipelinetest.Eventually(t, 30*time.Second, "every event delivered", func() bool { k, _ := dest.keys(); return k == events })

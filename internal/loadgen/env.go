@@ -88,13 +88,14 @@ func resetForReuse(ctx context.Context, pool *pgxpool.Pool, source string) error
 		{`DELETE FROM delivery_attempts WHERE key NOT LIKE $1 || ':%:evt\_pre\_%'`, []any{source}},
 		{`DELETE FROM events WHERE source <> $1 OR external_id NOT LIKE 'evt\_pre\_%'`, []any{source}},
 		{`UPDATE events SET deliveries = 1, last_received_at = received_at WHERE deliveries <> 1`, nil},
+		{`TRUNCATE event_repeats`, nil},
 	}
 	for _, st := range steps {
 		if _, err := pool.Exec(ctx, st.sql, st.args...); err != nil {
 			return fmt.Errorf("error resetting the reused database: %w", err)
 		}
 	}
-	_, err := pool.Exec(ctx, `VACUUM (ANALYZE) events, job_runs, delivery_attempts`)
+	_, err := pool.Exec(ctx, `VACUUM (ANALYZE) events, event_repeats, job_runs, delivery_attempts`)
 	return err
 }
 
@@ -271,7 +272,7 @@ func preload(ctx context.Context, pool *pgxpool.Pool, src Source, n int64, bodyS
 	if err != nil {
 		return err
 	}
-	if _, err := pool.Exec(ctx, `VACUUM (ANALYZE) events, job_runs, delivery_attempts`); err != nil {
+	if _, err := pool.Exec(ctx, `VACUUM (ANALYZE) events, event_repeats, job_runs, delivery_attempts`); err != nil {
 		return fmt.Errorf("error vacuuming after the preload: %w", err)
 	}
 	_, _ = pool.Exec(ctx, `CHECKPOINT`) // needs superuser; best effort

@@ -491,7 +491,7 @@ func checkDeliveries(ctx context.Context, c *Check, pool *pgxpool.Pool, b *book,
 	found := make(map[string]int64, len(ids))
 	const chunk = 10000
 	for i := 0; i < len(ids); i += chunk {
-		rows, err := pool.Query(ctx, `SELECT external_id, deliveries FROM events WHERE source = $1 AND external_id = ANY($2)`,
+		rows, err := pool.Query(ctx, `SELECT external_id, deliveries FROM event_deliveries WHERE source = $1 AND external_id = ANY($2)`,
 			source, ids[i:min(i+chunk, len(ids))])
 		if err != nil {
 			return err
