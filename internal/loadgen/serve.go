@@ -184,7 +184,7 @@ func Serve(ctx context.Context, cfg Config, ready func(baseURL string)) (*Report
 // countDeliveries returns the source's events and the sum of their
 // delivery counts: each 2xx answer added one to the sum.
 func countDeliveries(ctx context.Context, pool *pgxpool.Pool, source string) (rows, deliveries int64, err error) {
-	err = pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(deliveries), 0) FROM events WHERE source = $1`, source).
+	err = pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(deliveries), 0) FROM event_deliveries WHERE source = $1`, source).
 		Scan(&rows, &deliveries)
 	if err != nil {
 		return 0, 0, fmt.Errorf("error counting events: %w", err)
