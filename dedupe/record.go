@@ -140,7 +140,10 @@ WITH ` + eventsInputSQL + `, ` + recordCTEsSQL("input") + recordReportSQL("")
 // recordCTEsSQL is the CTEs of recordSQL after its input: they record
 // the rows of the CTE named from. A repeat never writes its event's row:
 // known reads the events the statement's snapshot holds (one index
-// probe, which is also where a repeat's base count comes from), the
+// probe per key, which is also where a repeat's base count comes from:
+// a lateral lookup, OFFSET 0 keeping it from being flattened into a
+// join that, with statistics taken when the table was small, reads the
+// whole table for every batch), the
 // insert tries only the others, and doing nothing on a conflict it
 // leaves to Postgres who is first; the keys it did not insert are
 // counted in event_repeats, after every insert (the sort waits for the
@@ -153,7 +156,9 @@ WITH ` + eventsInputSQL + `, ` + recordCTEsSQL("input") + recordReportSQL("")
 func recordCTEsSQL(from string) string {
 	return `known AS (
     SELECT e.source, e.external_id, e.deliveries, e.recorded_only
-    FROM ` + from + ` f JOIN events e ON e.source = f.s AND e.external_id = f.x
+    FROM ` + from + ` f CROSS JOIN LATERAL (
+        SELECT source, external_id, deliveries, recorded_only FROM events
+        WHERE source = f.s AND external_id = f.x OFFSET 0) e
 ), inserted AS (
     INSERT INTO events AS e
         (source, external_id, deliveries, content_type, headers, payload, order_entity, order_version, event_type, trace_parent)

@@ -44,7 +44,9 @@ func countRepeatsSQL(from, inserted string) string {
 var repeatsOfUnseenSQL = `
 SELECT k.s, k.x, COALESCE(e.deliveries, 1), t.pending, ` + repeatStateSQL("t", "k.n") + `
 FROM unnest($1::text[], $2::text[], $3::int[]) AS k(s, x, n)
-LEFT JOIN events e ON e.source = k.s AND e.external_id = k.x
+LEFT JOIN LATERAL (
+    SELECT deliveries, recorded_only FROM events WHERE source = k.s AND external_id = k.x OFFSET 0
+) e ON true
 CROSS JOIN LATERAL (
     SELECT k.s AS source, k.x AS external_id, COALESCE(e.recorded_only, false) AS recorded_only,
            ` + outboxHasSQL("k.s", "k.x") + ` AS pending

@@ -8,8 +8,9 @@
 #
 # -b builds a second binary at BEFORE_REV for the before/after groups
 # (end to end, repeats); without it those groups run the working tree only.
-# -k picks groups (comma-separated; default all): ack64, ack64-wrk, e2e64,
-# e2e2000, open2000, repeats5m. The repeats group preloads 5 M events once
+# -k picks groups (comma-separated; default all): ack64, ack64-ab (the ack
+# path before and after, with -b), ack64-wrk, e2e64, e2e2000, open2000,
+# repeats5m. The repeats group preloads 5 M events once
 # per binary into a kept database (a few minutes, ~6 GB each) and reuses
 # it afterwards. Postgres and Redis as in the README; wrk for ack64-wrk
 # (apt-get install wrk). Run it on a quiet machine: every figure is CPU-
@@ -18,7 +19,7 @@ set -euo pipefail
 
 before=""
 rounds=3
-kinds="ack64,ack64-wrk,e2e64,e2e2000,open2000,repeats5m"
+kinds="ack64,ack64-ab,ack64-wrk,e2e64,e2e2000,open2000,repeats5m"
 while getopts "b:r:k:" opt; do
 	case $opt in
 	b) before=$OPTARG ;;
@@ -68,6 +69,13 @@ if want ack64; then
 	for _ in $(seq "$rounds"); do
 		run ack64/webhookd "$work/after" -d 15s -c 64 --no-worker "$db"
 		run ack64/naive "$work/after" -d 15s -c 64 --no-worker --naive "$db"
+	done
+fi
+
+if want ack64-ab && [[ -n $before ]]; then
+	for _ in $(seq "$rounds"); do
+		run ack64-ab/before "$work/before" -d 15s -c 64 --no-worker "$db"
+		run ack64-ab/after "$work/after" -d 15s -c 64 --no-worker "$db"
 	done
 fi
 
