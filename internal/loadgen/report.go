@@ -240,11 +240,17 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "\nexactly-once  %s: %d new ids sent, %d acked, %d new rows, %d sink keys, %d repeated keys, %d acked keys not delivered once; delivery counts of %d ids (%d of them preloaded): %d mismatches",
 		verdict, c.DistinctSent, c.DistinctAcked, c.NewRows, c.SinkKeys, c.SinkRepeated, c.KeysNotOnce,
 		c.DistinctSent+c.RepeatedPreloaded, c.RepeatedPreloaded, c.DeliveryMismatches)
+	return writeCheckDetails(w, &b, c)
+}
+
+// writeCheckDetails ends a text report in b with the check's problems
+// and skipped checks, one a line, and writes it all to w.
+func writeCheckDetails(w io.Writer, b *strings.Builder, c Check) error {
 	for _, p := range c.Problems {
-		fmt.Fprintf(&b, "\n  problem: %s", p)
+		fmt.Fprintf(b, "\n  problem: %s", p)
 	}
 	for _, s := range c.Skipped {
-		fmt.Fprintf(&b, "\n  skipped: %s", s)
+		fmt.Fprintf(b, "\n  skipped: %s", s)
 	}
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())

@@ -250,15 +250,7 @@ func (r *Report) writeServedText(w io.Writer) error {
 		verdict = "FAIL"
 	}
 	fmt.Fprintf(&b, "\ncheck         %s: %d new rows, %d sink keys, %d repeated keys", verdict, c.NewRows, c.SinkKeys, c.SinkRepeated)
-	for _, p := range c.Problems {
-		fmt.Fprintf(&b, "\n  problem: %s", p)
-	}
-	for _, s := range c.Skipped {
-		fmt.Fprintf(&b, "\n  skipped: %s", s)
-	}
-	b.WriteString("\n")
-	_, err := io.WriteString(w, b.String())
-	return err
+	return writeCheckDetails(w, &b, c)
 }
 
 // writeCPUText writes c under title, by process group, per unit.
