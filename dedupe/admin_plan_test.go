@@ -25,28 +25,22 @@ func TestAdminQueriesStayBoundedOnALargeTable(t *testing.T) {
 	schema := pgtest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	exec := func(sql string) {
-		t.Helper()
-		if _, err := schema.Pool.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
-	}
 	const n = 200000
 	// Four busy sources and a quiet one, over 30 days; one event in a
 	// thousand failed, one dead; a few still in the outbox.
-	exec(fmt.Sprintf(`INSERT INTO events (source, external_id, event_type, payload, received_at, last_received_at)
+	execSQL(t, ctx, schema, fmt.Sprintf(`INSERT INTO events (source, external_id, event_type, payload, received_at, last_received_at)
         SELECT CASE WHEN g %% 1000 = 0 THEN 'quiet' ELSE 'src' || (g %% 4) END, 'evt_' || g,
                CASE WHEN g %% 3 = 0 THEN 'invoice.paid' ELSE 'charge.succeeded' END, '{"amount":1}',
                now() - (g * interval '13 seconds'), now() - (g * interval '13 seconds')
         FROM generate_series(1, %d) g`, n))
-	exec(`INSERT INTO job_runs (key, source, external_id, destination, status, calls, attempts, max_attempts, created_at, completed_at)
+	execSQL(t, ctx, schema, `INSERT INTO job_runs (key, source, external_id, destination, status, calls, attempts, max_attempts, created_at, completed_at)
         SELECT e.source || ':dst:' || e.external_id, e.source, e.external_id, 'dst',
                CASE WHEN right(e.external_id, 3) = '777' THEN 'failed' WHEN right(e.external_id, 4) = '4444' THEN 'dead' ELSE 'done' END,
                1, 0, 5, e.received_at, e.received_at
         FROM events e`)
-	exec(`INSERT INTO delivery_attempts (key, call, succeeded, duration_ms, created_at) SELECT key, 1, status = 'done', 3, created_at FROM job_runs`)
-	exec(`DELETE FROM event_outbox WHERE external_id NOT LIKE 'evt_1_'`)
-	exec(`ANALYZE events, job_runs, delivery_attempts, event_outbox`)
+	execSQL(t, ctx, schema, `INSERT INTO delivery_attempts (key, call, succeeded, duration_ms, created_at) SELECT key, 1, status = 'done', 3, created_at FROM job_runs`)
+	execSQL(t, ctx, schema, `DELETE FROM event_outbox WHERE external_id NOT LIKE 'evt_1_'`)
+	execSQL(t, ctx, schema, `ANALYZE events, job_runs, delivery_attempts, event_outbox`)
 
 	deep := &position{keyset: keyset{at: time.Now().Add(-150000 * 13 * time.Second), source: "src2", externalID: "evt_150000"}}
 	deepNewer := &position{keyset: deep.keyset, newer: true}

@@ -2,7 +2,6 @@ package dedupe
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -23,15 +22,10 @@ func TestRecordLooksUpEventsByKey(t *testing.T) {
 	schema := pgtest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	exec := func(sql string) {
-		t.Helper()
-		if _, err := schema.Pool.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
-	}
-	exec(`INSERT INTO events (source, external_id, payload) SELECT 'src', 'old_' || g, '{}' FROM generate_series(1, 10) g`)
-	exec(`ANALYZE events`)
-	exec(`INSERT INTO events (source, external_id, payload) SELECT 'src', 'old_' || g, '{}' FROM generate_series(11, 30000) g`)
+	execSQL(t, ctx, schema,
+		`INSERT INTO events (source, external_id, payload) SELECT 'src', 'old_' || g, '{}' FROM generate_series(1, 10) g`,
+		`ANALYZE events`,
+		`INSERT INTO events (source, external_id, payload) SELECT 'src', 'old_' || g, '{}' FROM generate_series(11, 30000) g`)
 
 	var cols eventColumns
 	for i := range 64 {
@@ -47,15 +41,8 @@ func TestRecordLooksUpEventsByKey(t *testing.T) {
 		{"record signed", recordSignedSQL, signed},
 		{"repeats of unseen events", repeatsOfUnseenSQL, []any{cols.sources, cols.externalIDs, cols.destinations}},
 	} {
-		var plan string
-		if err := schema.Pool.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+q.sql, q.args...).Scan(&plan); err != nil {
-			t.Fatalf("%s: %v", q.name, err)
-		}
-		var nodes []any
-		if err := json.Unmarshal([]byte(plan), &nodes); err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range planNodes(nodes) {
+		plan, nodes := planOf(t, ctx, schema, q.sql, q.args)
+		for _, n := range nodes {
 			if n["Relation Name"] == "events" && n["Node Type"] == "Seq Scan" {
 				t.Errorf("%s scans all of events:\n%s", q.name, plan)
 			}

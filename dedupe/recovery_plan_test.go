@@ -2,7 +2,6 @@ package dedupe
 
 import (
 	"context"
-	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
@@ -24,20 +23,14 @@ func TestRecoveryQueriesReadOnlyUnsettledRows(t *testing.T) {
 	schema := pgtest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	exec := func(sql string) {
-		t.Helper()
-		if _, err := schema.Pool.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
-	}
-	exec(`INSERT INTO events (source, external_id, payload) SELECT 'src', 'old_' || g, '{}' FROM generate_series(1, 30000) g`)
-	exec(`INSERT INTO job_runs (key, source, external_id, destination, status, calls, attempts, max_attempts, completed_at)
+	execSQL(t, ctx, schema, `INSERT INTO events (source, external_id, payload) SELECT 'src', 'old_' || g, '{}' FROM generate_series(1, 30000) g`)
+	execSQL(t, ctx, schema, `INSERT INTO job_runs (key, source, external_id, destination, status, calls, attempts, max_attempts, completed_at)
         SELECT 'src:dst:old_' || g, 'src', 'old_' || g, 'dst', 'done', 1, 0, 5, now() FROM generate_series(1, 30000) g`)
 	// The outbox held every event once; a few are still unsettled.
-	exec(`DELETE FROM event_outbox WHERE external_id NOT LIKE 'old_1__'`)
-	exec(`UPDATE job_runs SET status = 'failed', retry_at = now() - interval '1 minute' WHERE external_id LIKE 'old_2__'`)
-	exec(`UPDATE job_runs SET status = 'running', lease_until = now() + interval '1 minute' WHERE external_id LIKE 'old_3__'`)
-	exec(`ANALYZE events, job_runs, event_outbox`)
+	execSQL(t, ctx, schema, `DELETE FROM event_outbox WHERE external_id NOT LIKE 'old_1__'`)
+	execSQL(t, ctx, schema, `UPDATE job_runs SET status = 'failed', retry_at = now() - interval '1 minute' WHERE external_id LIKE 'old_2__'`)
+	execSQL(t, ctx, schema, `UPDATE job_runs SET status = 'running', lease_until = now() + interval '1 minute' WHERE external_id LIKE 'old_3__'`)
+	execSQL(t, ctx, schema, `ANALYZE events, job_runs, event_outbox`)
 
 	for _, q := range []struct {
 		name  string
@@ -53,16 +46,9 @@ func TestRecoveryQueriesReadOnlyUnsettledRows(t *testing.T) {
 		{"outbox", unsettledSQL, []any{int64(2000), time.Time{}, "", "", 500},
 			map[string]string{"job_runs": "job_runs_event_idx"}},
 	} {
-		var plan string
-		if err := schema.Pool.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+q.sql, q.args...).Scan(&plan); err != nil {
-			t.Fatalf("%s: %v", q.name, err)
-		}
-		var nodes []any
-		if err := json.Unmarshal([]byte(plan), &nodes); err != nil {
-			t.Fatal(err)
-		}
+		plan, nodes := planOf(t, ctx, schema, q.sql, q.args)
 		used := map[string]bool{}
-		for _, n := range planNodes(nodes) {
+		for _, n := range nodes {
 			idx, _ := n["Index Name"].(string)
 			used[idx] = true
 			rel, _ := n["Relation Name"].(string)
@@ -84,25 +70,4 @@ func TestRecoveryQueriesReadOnlyUnsettledRows(t *testing.T) {
 			}
 		}
 	}
-}
-
-// planNodes flattens an EXPLAIN (FORMAT JSON) plan into its nodes.
-func planNodes(v any) []map[string]any {
-	var out []map[string]any
-	switch v := v.(type) {
-	case []any:
-		for _, e := range v {
-			out = append(out, planNodes(e)...)
-		}
-	case map[string]any:
-		if _, ok := v["Node Type"]; ok {
-			out = append(out, v)
-		}
-		for k, e := range v {
-			if k == "Plan" || k == "Plans" || strings.HasSuffix(k, "Plans") {
-				out = append(out, planNodes(e)...)
-			}
-		}
-	}
-	return out
 }

@@ -63,32 +63,47 @@ var RunStatuses = []string{
 // filterInput is an event filter as the API's query or JSON, the page's
 // form and the CLI give it: text, validated by eventFilter.
 type filterInput struct {
-	Source      string `json:"source" query:"source" form:"source"`
-	State       string `json:"state" query:"state" form:"state"`
-	Since       string `json:"since" query:"since" form:"since"`
-	Until       string `json:"until" query:"until" form:"until"`
-	Q           string `json:"q" query:"q" form:"q"`
-	Type        string `json:"type" query:"type" form:"type"`
-	Destination string `json:"destination" query:"destination" form:"destination"`
-	Status      string `json:"status" query:"status" form:"status"`
+	Source      string `json:"source"`
+	State       string `json:"state"`
+	Since       string `json:"since"`
+	Until       string `json:"until"`
+	Q           string `json:"q"`
+	Type        string `json:"type"`
+	Destination string `json:"destination"`
+	Status      string `json:"status"`
+}
+
+// filterField is one field of a filterInput by its name in URLs.
+type filterField struct {
+	name  string
+	value *string
+}
+
+// fields are the filter's fields by their names in URLs (and JSON): the
+// one list that reading a query and writing links go through.
+func (in *filterInput) fields() []filterField {
+	return []filterField{
+		{"source", &in.Source}, {"state", &in.State}, {"since", &in.Since}, {"until", &in.Until},
+		{"q", &in.Q}, {"type", &in.Type}, {"destination", &in.Destination}, {"status", &in.Status},
+	}
 }
 
 // filterInputFrom reads a filter from URL values (a query or a form).
 func filterInputFrom(v url.Values) filterInput {
-	return filterInput{
-		Source: v.Get("source"), State: v.Get("state"), Since: v.Get("since"), Until: v.Get("until"),
-		Q: v.Get("q"), Type: v.Get("type"), Destination: v.Get("destination"), Status: v.Get("status"),
+	var in filterInput
+	for _, f := range in.fields() {
+		*f.value = v.Get(f.name)
 	}
+	return in
 }
 
 // values returns the filter's non-empty fields as URL values (links to
 // the same filter).
 func (in filterInput) values() url.Values {
 	v := url.Values{}
-	for k, s := range map[string]string{"source": in.Source, "state": in.State, "since": in.Since, "until": in.Until,
-		"q": in.Q, "type": in.Type, "destination": in.Destination, "status": in.Status} {
-		if s != "" {
-			v.Set(k, s)
+	for _, f := range in.fields() {
+		if *f.value != "" {
+			v.Set(f.name, *f.value)
 		}
 	}
 	return v

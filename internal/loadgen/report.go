@@ -216,21 +216,13 @@ func (r *Report) WriteText(w io.Writer) error {
 			b.WriteString(" (NOT DRAINED within the timeout)")
 		}
 		fmt.Fprintf(&b, "\n              when sending stopped: outbox backlog %d, queue pending %d, active %d", e.OutboxBacklog, e.QueuePending, e.QueueActive)
-		if d := e.DrainCPU; e.DrainDelivered > 0 {
-			fmt.Fprintf(&b, "\ncpu per delivery (drain: %d events delivered after sending stopped) machine %.0f µs (machine %.0f%% busy), process %.0f µs (%.2f cores)",
-				e.DrainDelivered, d.MachineMicrosPerAck, d.MachineBusyPercent, d.ProcessMicrosPerAck, d.ProcessCores)
-			for _, g := range d.Groups {
-				fmt.Fprintf(&b, "\n              %-26s %6.0f µs/event  %.2f cores", g.Name, g.MicrosPerAck, g.Cores)
-			}
+		if e.DrainDelivered > 0 {
+			writeCPUText(&b, fmt.Sprintf("cpu per delivery (drain: %d events delivered after sending stopped)", e.DrainDelivered), e.DrainCPU, "event")
 		}
 	} else {
 		b.WriteString("\nend to end    not measured (no sink or no worker)")
 	}
-	fmt.Fprintf(&b, "\ncpu per ack   machine %.0f µs (machine %.0f%% busy), process %.0f µs (%.2f cores)",
-		r.CPU.MachineMicrosPerAck, r.CPU.MachineBusyPercent, r.CPU.ProcessMicrosPerAck, r.CPU.ProcessCores)
-	for _, g := range r.CPU.Groups {
-		fmt.Fprintf(&b, "\n              %-26s %6.0f µs/ack  %.2f cores", g.Name, g.MicrosPerAck, g.Cores)
-	}
+	writeCPUText(&b, "cpu per ack", r.CPU, "ack")
 	fmt.Fprintf(&b, "\npeak rss      %.1f MiB", r.PeakRSSMiB)
 	c := r.Check
 	verdict := "PASS"
@@ -255,4 +247,13 @@ func writeCheckDetails(w io.Writer, b *strings.Builder, c Check) error {
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeCPUText writes c under title, by process group, per unit.
+func writeCPUText(b *strings.Builder, title string, c CPU, unit string) {
+	fmt.Fprintf(b, "\n%-13s machine %.0f µs (machine %.0f%% busy), process %.0f µs (%.2f cores)",
+		title, c.MachineMicrosPerAck, c.MachineBusyPercent, c.ProcessMicrosPerAck, c.ProcessCores)
+	for _, g := range c.Groups {
+		fmt.Fprintf(b, "\n              %-26s %6.0f µs/%s  %.2f cores", g.Name, g.MicrosPerAck, unit, g.Cores)
+	}
 }

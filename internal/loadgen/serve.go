@@ -252,12 +252,3 @@ func (r *Report) writeServedText(w io.Writer) error {
 	fmt.Fprintf(&b, "\ncheck         %s: %d new rows, %d sink keys, %d repeated keys", verdict, c.NewRows, c.SinkKeys, c.SinkRepeated)
 	return writeCheckDetails(w, &b, c)
 }
-
-// writeCPUText writes c under title, by process group, per unit.
-func writeCPUText(b *strings.Builder, title string, c CPU, unit string) {
-	fmt.Fprintf(b, "\n%-13s machine %.0f µs (machine %.0f%% busy), this process %.0f µs (%.2f cores)",
-		title, c.MachineMicrosPerAck, c.MachineBusyPercent, c.ProcessMicrosPerAck, c.ProcessCores)
-	for _, g := range c.Groups {
-		fmt.Fprintf(b, "\n              %-26s %6.0f µs/%s  %.2f cores", g.Name, g.MicrosPerAck, unit, g.Cores)
-	}
-}
