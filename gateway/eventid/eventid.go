@@ -26,6 +26,7 @@ import (
 	"github.com/tidwall/gjson"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/webhookd/webhookd/gateway/jsonlimit"
 	"github.com/webhookd/webhookd/gateway/textfield"
 )
 
@@ -37,8 +38,8 @@ var (
 	// for json:, not a string or number).
 	ErrMissing = errors.New("event id missing")
 	// ErrUnparseable is returned by Extract for a json: spec when the body
-	// is not valid JSON.
-	ErrUnparseable = errors.New("body is not valid JSON")
+	// is not valid JSON or nests deeper than jsonlimit.MaxDepth.
+	ErrUnparseable = fmt.Errorf("body is not valid JSON, or nests deeper than %d levels", jsonlimit.MaxDepth)
 	// ErrInvalid is returned by Extract when the id is longer than MaxLen
 	// bytes or contains control characters or invalid UTF-8.
 	ErrInvalid = errors.New("event id invalid")
@@ -104,7 +105,7 @@ func (e Extractor) Extract(header http.Header, body []byte) (string, error) {
 	var id string
 	switch e.kind {
 	case kindJSON:
-		if !gjson.ValidBytes(body) {
+		if !jsonlimit.Valid(body) {
 			return "", ErrUnparseable
 		}
 		r := gjson.GetBytes(body, e.arg)

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/webhookd/webhookd/gateway/jsonlimit"
 )
 
 // adyenField names the checked field in errors (it is in the body).
@@ -55,7 +57,7 @@ func adyenSigned(item gjson.Result) string {
 
 // adyenItems returns the body's NotificationRequestItems.
 func adyenItems(body []byte) ([]gjson.Result, error) {
-	if !gjson.ValidBytes(body) {
+	if !jsonlimit.Valid(body) {
 		return nil, malformed(adyenField, `body is not JSON: want {"notificationItems":[…]}`)
 	}
 	items := gjson.GetBytes(body, "notificationItems")

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/webhookd/webhookd/gateway/jsonlimit"
 )
 
 const (
@@ -70,7 +72,7 @@ func (s *discordScheme) Verify(r Request, now time.Time) error {
 // ({"type":0,"version":1,…}) with 204 and no body, as Discord documents
 // each.
 func (s *discordScheme) handshake(r Request, now time.Time) (Answer, bool, error) {
-	if r.Method != http.MethodPost || !gjson.ValidBytes(r.Body) {
+	if r.Method != http.MethodPost || !jsonlimit.Valid(r.Body) {
 		return Answer{}, false, nil
 	}
 	f := gjson.GetManyBytes(r.Body, "type", "event", "version")

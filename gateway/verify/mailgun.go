@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/webhookd/webhookd/gateway/jsonlimit"
 )
 
 // mailgunField names the checked object in errors: Mailgun signs inside
@@ -31,7 +33,7 @@ type mailgunScheme struct {
 
 // mailgunSignature reads the signature object's three strings.
 func mailgunSignature(body []byte) (ts, token, sig string, err error) {
-	if !gjson.ValidBytes(body) {
+	if !jsonlimit.Valid(body) {
 		return "", "", "", malformed(mailgunField, `body is not JSON: want {"signature":{…},"event-data":{…}}`)
 	}
 	f := gjson.GetManyBytes(body, "signature.timestamp", "signature.token", "signature.signature")

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/webhookd/webhookd/gateway/jsonlimit"
 )
 
 // msgraphField names the checked field in errors (no header carries it).
@@ -25,7 +27,7 @@ type msgraphScheme struct {
 }
 
 func (s *msgraphScheme) Verify(r Request, _ time.Time) error {
-	if !gjson.ValidBytes(r.Body) {
+	if !jsonlimit.Valid(r.Body) {
 		return malformed(msgraphField, `body is not JSON: want {"value":[…]}`)
 	}
 	value := gjson.GetBytes(r.Body, "value")

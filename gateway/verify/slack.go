@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/webhookd/webhookd/gateway/jsonlimit"
 )
 
 const (
@@ -114,7 +116,7 @@ func (s *slackScheme) handshake(r Request, now time.Time) (Answer, bool, error) 
 
 // slackChallenge reports the challenge of a url_verification body.
 func slackChallenge(body []byte) (challenge string, ok bool) {
-	if !gjson.ValidBytes(body) {
+	if !jsonlimit.Valid(body) {
 		return "", false
 	}
 	r := gjson.GetManyBytes(body, "type", "challenge")

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/webhookd/webhookd/gateway/jsonlimit"
 )
 
 const (
@@ -43,7 +45,7 @@ type zoomValidation struct {
 // HMAC-SHA256 of p under the secret that signed the request (so a
 // rotation answers with the token Zoom holds).
 func (s *zoomScheme) handshake(r Request, now time.Time) (Answer, bool, error) {
-	if r.Method != http.MethodPost || !gjson.ValidBytes(r.Body) {
+	if r.Method != http.MethodPost || !jsonlimit.Valid(r.Body) {
 		return Answer{}, false, nil
 	}
 	f := gjson.GetManyBytes(r.Body, "event", "payload.plainToken")

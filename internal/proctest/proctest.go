@@ -340,3 +340,25 @@ func (p *Process) Signal(sig os.Signal) {
 
 // Done is closed when the process has exited.
 func (p *Process) Done() <-chan struct{} { return p.done }
+
+// PeakRSS returns the largest resident set the process has had (VmHWM in
+// /proc/<pid>/status), in bytes. It fails the test where /proc is not
+// readable.
+func (p *Process) PeakRSS() int64 {
+	p.tb.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		p.tb.Fatalf("error reading %s's memory: %v", p.Name, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				p.tb.Fatalf("error reading %s's VmHWM %q: %v", p.Name, rest, err)
+			}
+			return kb << 10
+		}
+	}
+	p.tb.Fatalf("no VmHWM in %s's /proc status", p.Name)
+	return 0
+}
