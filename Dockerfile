@@ -2,6 +2,8 @@
 # `serve`, `migrate` and the operator commands (events, replay, import).
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
+# The product alone: go.work also names the load generator's module.
+ENV GOWORK=off
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .

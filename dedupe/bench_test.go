@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/dedupe"
-	"github.com/webhookd/webhookd/internal/pgtest"
+	"github.com/webhookd/webhookd/internal/testkit/pgtest"
 )
 
 // Benchmarks against real Postgres (TEST_DATABASE_URL). Figures depend on

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/webhookd/webhookd/internal/pgtest"
+	"github.com/webhookd/webhookd/internal/testkit/pgtest"
 )
 
 // execSQL runs each statement in schema, failing the test on an error:

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webhookd/webhookd/internal/pgtest"
+	"github.com/webhookd/webhookd/internal/testkit/pgtest"
 )
 
 // TestRecordLooksUpEventsByKey: every acknowledgement runs the record

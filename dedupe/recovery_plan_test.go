@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webhookd/webhookd/internal/pgtest"
+	"github.com/webhookd/webhookd/internal/testkit/pgtest"
 )
 
 // TestRecoveryQueriesReadOnlyUnsettledRows: every recovery pass runs the

@@ -9,7 +9,7 @@
 # with requests presigned for the round (`webhookd-bench --write-requests`),
 # then stopped. Each run leaves one JSON file in OUTDIR,
 # NN-ack<C>-wrk-<mode>.json: the server's report (acks from the database, CPU
-# by process), labelled ack<C>-wrk/<mode> for docs/plots, with wrk's summary
+# by process), labelled ack<C>-wrk/<mode> for bench/plots, with wrk's summary
 # (docs/wrk/presigned.lua's done(), plus wrk's own CPU) under "wrk". A table
 # with the ratio per round closes the output.
 #
@@ -19,7 +19,7 @@
 #   bash docs/ack-compare.sh [-r ROUNDS] [-b WEBHOOKD_BENCH_BINARY] OUTDIR
 #   ROUNDS=3 DURATION=15s THREADS=2 CONNECTIONS=64 REQUESTS=225000 BENCH_FLAGS=--no-worker bash docs/ack-compare.sh OUTDIR
 #
-# Without -b it builds ./cmd/webhookd-bench from this tree.
+# Without -b it builds ./bench/cmd/webhookd-bench from this tree.
 #
 # REQUESTS must cover DURATION at the fastest rate (each request is sent
 # once; wrk's "repeats" counts those sent again, which then answer as
@@ -72,7 +72,7 @@ cleanup() {
 trap cleanup EXIT
 
 if [ -z "$bench" ]; then
-  go build -o "$work/bench" ./cmd/webhookd-bench
+  go build -o "$work/bench" ./bench/cmd/webhookd-bench
   bench=$work/bench
 fi
 bench_db=postgres://postgres@127.0.0.1:5432/$DATABASE

@@ -2,7 +2,7 @@
 # Runs every measurement of issue 16 (delivery as fast as ingest) on this
 # machine, alternating the binaries compared, and writes each report as
 # JSON, labelled <kind>/<variant>, to OUTDIR (docs/runs/issue16 by
-# default), where `cd docs/plots && go run .` draws the charts from them.
+# default), where `cd bench/plots && go run .` draws the charts from them.
 #
 #   docs/bench-issue16.sh [-b BEFORE_REV] [-r ROUNDS] [-k KINDS] [OUTDIR]
 #
@@ -37,11 +37,11 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 echo "building the load generator at the working tree"
-(cd "$root" && go build -o "$work/after" ./cmd/webhookd-bench)
+(cd "$root" && go build -o "$work/after" ./bench/cmd/webhookd-bench)
 if [[ -n $before ]]; then
 	echo "building the load generator at $before"
 	git -C "$root" worktree add -q --detach "$work/src-before" "$before"
-	(cd "$work/src-before" && go build -o "$work/before" ./cmd/webhookd-bench)
+	(cd "$work/src-before" && if [[ -d bench/cmd/webhookd-bench ]]; then go build -o "$work/before" ./bench/cmd/webhookd-bench; else go build -o "$work/before" ./cmd/webhookd-bench; fi)
 	git -C "$root" worktree remove --force "$work/src-before"
 fi
 
@@ -118,4 +118,4 @@ if want repeats5m; then
 			--database-url="$pg/webhookd_bench_rep_after"
 	done
 fi
-echo "reports in $out; draw the charts with: cd docs/plots && go run ."
+echo "reports in $out; draw the charts with: cd bench/plots && go run ."

@@ -25,7 +25,7 @@ stop_all() { for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null ||
 trap 'stop_all; rm -rf "$work"' EXIT
 
 go build -o "$work/webhookd" ./cmd/webhookd
-go build -o "$work/bench" ./cmd/webhookd-bench
+go build -o "$work/bench" ./bench/cmd/webhookd-bench
 secret=whsec_webhookd_bench_secret
 db=postgres://postgres@127.0.0.1:5432/webhookd_scale?sslmode=disable
 

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/gateway/verify"
-	"github.com/webhookd/webhookd/internal/logtest"
-	"github.com/webhookd/webhookd/internal/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/logtest"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 )
 
 // TestSenderGoneIsNotAnError: a sender that gives up while its event

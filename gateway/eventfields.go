@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/webhookd/webhookd/gateway/textfield"
+	"github.com/webhookd/webhookd/internal/textfield"
 )
 
 // What a request stores beside its body: its Content-Type (here) and its

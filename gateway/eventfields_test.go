@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/webhookd/webhookd/internal/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 )
 
 // TestIngestRefusesUnstorableFields: a value that cannot be stored as

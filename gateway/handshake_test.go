@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/gateway/verify"
-	"github.com/webhookd/webhookd/internal/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 )
 
 // handshakeCase is one request to a source's URL and the answer expected;

@@ -20,7 +20,7 @@ import (
 	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
-	"github.com/webhookd/webhookd/internal/pgtest"
+	"github.com/webhookd/webhookd/internal/testkit/pgtest"
 )
 
 // FuzzIngestEdge sends a signed request whose event id, order fields,

@@ -20,8 +20,8 @@ import (
 	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
-	"github.com/webhookd/webhookd/internal/pipelinetest"
 	"github.com/webhookd/webhookd/internal/sink"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 )
 
 // destination is an httptest destination recording every call's key.

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/webhookd/webhookd/internal/logtest"
-	"github.com/webhookd/webhookd/internal/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/logtest"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 )
 
 // TestRequestIDIsShortAndSafe: every request gets an id of our own, in

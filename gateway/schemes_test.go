@@ -14,7 +14,7 @@ import (
 	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/webhookd/webhookd/gateway/verify"
-	"github.com/webhookd/webhookd/internal/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 )
 
 // signer signs body as the sender would with cfg (one secret, as the

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/gateway/verify"
-	"github.com/webhookd/webhookd/internal/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 )
 
 // Bodies and signers of the senders added with issue 15, each signer an

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/webhookd/webhookd/gateway/textfield"
+	"github.com/webhookd/webhookd/internal/textfield"
 )
 
 // The headers stored with an event, shown on its admin page, are the

@@ -14,7 +14,7 @@ import (
 
 	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/gateway/verify"
-	"github.com/webhookd/webhookd/internal/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 )
 
 // TestStoredHeadersLeaveOutCredentials: credential-bearing headers are

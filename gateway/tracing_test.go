@@ -17,8 +17,8 @@ import (
 	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
-	"github.com/webhookd/webhookd/internal/pgtest"
-	"github.com/webhookd/webhookd/internal/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/pgtest"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 	"github.com/webhookd/webhookd/internal/tracing"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webhookd/webhookd/dedupe"
-	"github.com/webhookd/webhookd/internal/proctest"
+	"github.com/webhookd/webhookd/internal/testkit/proctest"
 	"github.com/webhookd/webhookd/jobs"
 )
 

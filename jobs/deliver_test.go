@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/webhookd/webhookd/dedupe"
-	"github.com/webhookd/webhookd/internal/logtest"
+	"github.com/webhookd/webhookd/internal/testkit/logtest"
 	"github.com/webhookd/webhookd/jobs"
 )
 

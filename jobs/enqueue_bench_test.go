@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/dedupe"
-	"github.com/webhookd/webhookd/internal/redistest"
+	"github.com/webhookd/webhookd/internal/testkit/redistest"
 	"github.com/webhookd/webhookd/jobs"
 )
 

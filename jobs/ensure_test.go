@@ -9,7 +9,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/webhookd/webhookd/internal/redistest"
+	"github.com/webhookd/webhookd/internal/testkit/redistest"
 )
 
 // TestEnsureTasks holds ensureScript to Asynq's own view of each task

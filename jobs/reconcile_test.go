@@ -11,8 +11,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/webhookd/webhookd/internal/pipelinetest"
 	"github.com/webhookd/webhookd/internal/sink"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 )
 
 // TestQueueLossIsRecovered: Redis loses every queued task (a restart

@@ -11,8 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webhookd/webhookd/dedupe"
-	"github.com/webhookd/webhookd/internal/pipelinetest"
-	"github.com/webhookd/webhookd/internal/redistest"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/redistest"
 	"github.com/webhookd/webhookd/jobs"
 )
 

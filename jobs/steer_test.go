@@ -11,7 +11,7 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 
-	"github.com/webhookd/webhookd/internal/redistest"
+	"github.com/webhookd/webhookd/internal/testkit/redistest"
 )
 
 func TestSteeringConcurrency(t *testing.T) {

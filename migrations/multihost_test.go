@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/webhookd/webhookd/internal/pgtest"
+	"github.com/webhookd/webhookd/internal/testkit/pgtest"
 	"github.com/webhookd/webhookd/migrations"
 )
 

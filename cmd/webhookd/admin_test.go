@@ -20,11 +20,11 @@ import (
 
 	"github.com/webhookd/webhookd"
 	"github.com/webhookd/webhookd/gateway/verify"
-	"github.com/webhookd/webhookd/internal/logtest"
-	"github.com/webhookd/webhookd/internal/pgtest"
-	"github.com/webhookd/webhookd/internal/pipelinetest"
-	"github.com/webhookd/webhookd/internal/redistest"
 	"github.com/webhookd/webhookd/internal/sink"
+	"github.com/webhookd/webhookd/internal/testkit/logtest"
+	"github.com/webhookd/webhookd/internal/testkit/pgtest"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/redistest"
 )
 
 const e2eSecret = "whsec_e2e_admin_test_secret"

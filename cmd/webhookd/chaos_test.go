@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webhookd/webhookd/internal/pgtest"
-	"github.com/webhookd/webhookd/internal/pipelinetest"
-	"github.com/webhookd/webhookd/internal/proctest"
+	"github.com/webhookd/webhookd/internal/testkit/pgtest"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/proctest"
 )
 
 // TestChaos runs an operator's worst afternoon: two gateways and two

@@ -25,10 +25,10 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/webhookd/webhookd/internal/pgtest"
-	"github.com/webhookd/webhookd/internal/pipelinetest"
-	"github.com/webhookd/webhookd/internal/proctest"
-	"github.com/webhookd/webhookd/internal/redistest"
+	"github.com/webhookd/webhookd/internal/testkit/pgtest"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/proctest"
+	"github.com/webhookd/webhookd/internal/testkit/redistest"
 )
 
 func TestMain(m *testing.M) {

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webhookd/webhookd/internal/pgtest"
-	"github.com/webhookd/webhookd/internal/proctest"
-	"github.com/webhookd/webhookd/internal/redistest"
+	"github.com/webhookd/webhookd/internal/testkit/pgtest"
+	"github.com/webhookd/webhookd/internal/testkit/proctest"
+	"github.com/webhookd/webhookd/internal/testkit/redistest"
 )
 
 // nestedSources are the sources whose scheme or id reads JSON before or

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webhookd/webhookd/internal/pipelinetest"
 	"github.com/webhookd/webhookd/internal/sink"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 )
 
 // readmeAdminCurls returns the README's curl lines that call the admin

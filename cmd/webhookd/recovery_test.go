@@ -21,10 +21,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/webhookd/webhookd/internal/pgtest"
-	"github.com/webhookd/webhookd/internal/pipelinetest"
-	"github.com/webhookd/webhookd/internal/proctest"
-	"github.com/webhookd/webhookd/internal/redistest"
+	"github.com/webhookd/webhookd/internal/testkit/pgtest"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/proctest"
+	"github.com/webhookd/webhookd/internal/testkit/redistest"
 )
 
 // recoveryBound is SPEC's bound for recovering a worker killed mid-call

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webhookd/webhookd/internal/pgtest"
-	"github.com/webhookd/webhookd/internal/pipelinetest"
-	"github.com/webhookd/webhookd/internal/proctest"
-	"github.com/webhookd/webhookd/internal/redistest"
+	"github.com/webhookd/webhookd/internal/testkit/pgtest"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/proctest"
+	"github.com/webhookd/webhookd/internal/testkit/redistest"
 )
 
 // steeredSink records every call's time and the most calls it had in

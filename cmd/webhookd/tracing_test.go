@@ -16,10 +16,10 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/webhookd/webhookd/internal/pgtest"
-	"github.com/webhookd/webhookd/internal/pipelinetest"
-	"github.com/webhookd/webhookd/internal/proctest"
-	"github.com/webhookd/webhookd/internal/redistest"
+	"github.com/webhookd/webhookd/internal/testkit/pgtest"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/proctest"
+	"github.com/webhookd/webhookd/internal/testkit/redistest"
 	"github.com/webhookd/webhookd/internal/tracing"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway"
-	"github.com/webhookd/webhookd/gateway/textfield"
+	"github.com/webhookd/webhookd/internal/textfield"
 	"github.com/webhookd/webhookd/jobs"
 )
 

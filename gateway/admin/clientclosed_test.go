@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webhookd/webhookd/internal/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 )
 
 // TestAdminClientGoneIsNotAnError: an operator whose listing is cut

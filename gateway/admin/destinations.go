@@ -13,7 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/webhookd/webhookd/gateway/textfield"
+	"github.com/webhookd/webhookd/internal/textfield"
 	"github.com/webhookd/webhookd/jobs"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/admin"
-	"github.com/webhookd/webhookd/internal/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 )
 
 // searchFixture sends five events, two of which fail, and gives each a

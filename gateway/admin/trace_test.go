@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/webhookd/webhookd/internal/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 )
 
 // TestEventDetailNamesItsTrace: an event recorded with tracing on shows

@@ -26,8 +26,8 @@ import (
 	"github.com/tidwall/gjson"
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/webhookd/webhookd/gateway/jsonlimit"
-	"github.com/webhookd/webhookd/gateway/textfield"
+	"github.com/webhookd/webhookd/internal/jsonlimit"
+	"github.com/webhookd/webhookd/internal/textfield"
 )
 
 // MaxLen is the longest id Extract returns, in bytes.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/webhookd/webhookd/gateway/textfield"
+	"github.com/webhookd/webhookd/internal/textfield"
 )
 
 func TestParse(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/webhookd/webhookd/gateway/jsonlimit"
+	"github.com/webhookd/webhookd/internal/jsonlimit"
 )
 
 // adyenField names the checked field in errors (it is in the body).

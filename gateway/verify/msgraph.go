@@ -9,7 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/webhookd/webhookd/gateway/jsonlimit"
+	"github.com/webhookd/webhookd/internal/jsonlimit"
 )
 
 // msgraphField names the checked field in errors (no header carries it).

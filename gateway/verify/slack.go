@@ -13,7 +13,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/webhookd/webhookd/gateway/jsonlimit"
+	"github.com/webhookd/webhookd/internal/jsonlimit"
 )
 
 const (

@@ -10,7 +10,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/webhookd/webhookd/gateway/jsonlimit"
+	"github.com/webhookd/webhookd/internal/jsonlimit"
 )
 
 const (

@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/webhookd/webhookd/gateway/textfield"
+	"github.com/webhookd/webhookd/internal/textfield"
 )
 
 // MaxLen is the longest pattern Compile accepts, in bytes: an event type

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/webhookd/webhookd/internal/glob"
-	"github.com/webhookd/webhookd/internal/pgtest"
+	"github.com/webhookd/webhookd/internal/testkit/pgtest"
 )
 
 var matches = []struct {

@@ -26,9 +26,12 @@ type pkg struct {
 }
 
 // A rule denies the packages matched by from the imports matched by deny,
-// except those matched by allow. A pattern is an import path, "." for
-// the module root, or a path ending in "/..." for it and every package
-// below it; paths not starting with a domain are inside the module.
+// except those matched by allow, directly or through any chain of
+// non-test imports (dedupe → internal/glob → gateway/… breaks the rule
+// for dedupe as much as a direct import would). A pattern is an import
+// path, "." for the module root, or a path ending in "/..." for it and
+// every package below it; paths not starting with a domain are inside the
+// module.
 type rule struct {
 	from  string
 	deny  []string
@@ -41,82 +44,147 @@ const (
 	asynq    = "github.com/hibiken/asynq/..."
 	asynqmon = "github.com/hibiken/asynqmon/..."
 	plotting = "gonum.org/v1/plot/..."
+	// leaves are the product packages below every layer: they import
+	// nothing of ours but each other.
+	leaves = "internal/..."
+	// testkit is the test-support tree: only tests and tools import it.
+	testkit = "internal/testkit/..."
+	// bench is the load generator's own module (bench/go.mod).
+	bench = "bench/..."
 )
 
 var rules = []rule{
 	{
-		from: "dedupe/...", deny: []string{"gateway/...", "jobs/...", "cmd/...", echo, asynq, asynqmon},
+		from: "dedupe/...", deny: []string{"gateway/...", "jobs/...", "cmd/...", ".", echo, asynq, asynqmon},
 		why: "storage knows neither the HTTP nor the queue side; Echo types stop at gateway, Asynq types at jobs",
 	},
 	{
-		from: "jobs/...", deny: []string{"gateway/...", "cmd/...", echo}, allow: []string{"gateway/verify"},
+		from: "jobs/...", deny: []string{"gateway/...", "cmd/...", ".", echo}, allow: []string{"gateway/verify"},
 		why: "jobs never imports gateway, only its leaf gateway/verify (to sign what it forwards); Echo types stop at gateway",
 	},
 	{
-		from: "gateway/verify", deny: []string{"..."}, allow: []string{"gateway/jsonlimit"},
-		why: "gateway/verify is a leaf that jobs may use, so it imports none of our packages but the leaf gateway/jsonlimit",
+		from: "gateway/verify", deny: []string{"..."}, allow: []string{leaves},
+		why: "gateway/verify is a leaf that jobs may use, so it imports none of our packages but the leaves under internal/",
 	},
 	{
-		from: "gateway/jsonlimit", deny: []string{"..."},
-		why: "gateway/jsonlimit is a leaf under every JSON reader, so it imports none of our packages",
+		from: leaves, deny: []string{"..."}, allow: []string{leaves},
+		why: "internal/ holds the leaves under every layer: they import nothing of ours but each other",
 	},
-	{from: "gateway/...", deny: []string{"cmd/..."}, why: "nothing imports cmd"},
+	{from: "gateway/...", deny: []string{"cmd/...", "."}, why: "gateway is below the assembly; nothing imports cmd"},
 	{from: "migrations/...", deny: []string{"..."}, why: "migrations imports none of our packages"},
 	{from: ".", deny: []string{"cmd/..."}, why: "the root package assembles a process; nothing imports cmd"},
 }
 
-// isTestHelper reports whether path is a test helper package: one under
-// internal/ whose name ends in "test" (pgtest, redistest, …).
-func isTestHelper(path string) bool {
-	return matches("internal/...", path) && strings.HasSuffix(path, "test")
+// isProduct reports whether path is part of the product: the module's
+// packages but the test-support tree, this test's package and the bench
+// module.
+func isProduct(path string) bool {
+	return matches("...", path) && !matches(testkit, path) && !matches("internal/layout", path) && !matches(bench, path)
 }
 
-// TestDependencyDirection checks every package's non-test imports against
-// rules, and three rules about importers: only cmd, the load generator and
-// tests (test helpers included) import the root package, production code
-// never imports a test helper, and only the load generator's command
-// draws pictures (gonum/plot).
+// TestDependencyDirection checks every product package's non-test
+// imports, direct and transitive, against rules, and three rules about
+// importers: only cmd, the bench module and the test-support tree import
+// the root package; product code never imports test support; and only
+// the bench module draws pictures (gonum/plot).
 func TestDependencyDirection(t *testing.T) {
 	t.Parallel()
+	graph := importGraph(t)
+	for path, imports := range graph {
+		if !isProduct(path) {
+			continue
+		}
+		for _, r := range rules {
+			if !matches(r.from, path) {
+				continue
+			}
+			for dep, via := range reachable(graph, path) {
+				if matchesAny(r.deny, dep) && !matchesAny(r.allow, dep) {
+					t.Errorf("%s imports %s%s: %s", path, dep, via, r.why)
+				}
+			}
+		}
+		for _, imp := range imports {
+			if imp == module && !matches("cmd/...", path) {
+				t.Errorf("%s imports the root package %s: only cmd, the bench module (which starts a process as cmd does) and tests do", path, imp)
+			}
+			if matches(testkit, imp) {
+				t.Errorf("%s imports the test support package %s: production code never does", path, imp)
+			}
+			if matches(plotting, imp) {
+				t.Errorf("%s imports %s: only the bench module draws pictures, so the product carries no plotting library", path, imp)
+			}
+		}
+	}
+	if len(graph) < 5 {
+		t.Fatalf("only %d packages listed", len(graph))
+	}
+}
+
+// importGraph lists the module's packages (the bench module's too: the
+// repository's go.work uses both) with their non-test imports.
+func importGraph(t *testing.T) map[string][]string {
+	t.Helper()
 	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
+	graph := map[string][]string{}
 	dec := json.NewDecoder(strings.NewReader(string(out)))
-	checked := 0
 	for {
 		var p pkg
 		if err := dec.Decode(&p); err == io.EOF {
-			break
+			return graph
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		checked++
-		for _, imp := range p.Imports {
-			for _, r := range rules {
-				if matches(r.from, p.ImportPath) && matchesAny(r.deny, imp) && !matchesAny(r.allow, imp) {
-					t.Errorf("%s imports %s: %s", p.ImportPath, imp, r.why)
-				}
+		graph[p.ImportPath] = p.Imports
+	}
+}
+
+// reachable returns every package from imports, directly or through the
+// module's packages, each with the chain that reaches it ("" when
+// direct, else " (via a → b)").
+func reachable(graph map[string][]string, from string) map[string]string {
+	seen := map[string]string{}
+	var walk func(path string, chain []string)
+	walk = func(path string, chain []string) {
+		for _, imp := range graph[path] {
+			if _, ok := seen[imp]; ok {
+				continue
 			}
-			if imp == module && !matches("cmd/...", p.ImportPath) && !isTestHelper(p.ImportPath) && !matches("internal/loadgen", p.ImportPath) {
-				t.Errorf("%s imports the root package %s: only cmd, the load generator (which starts a process as cmd does) and tests do", p.ImportPath, imp)
+			via := ""
+			if len(chain) > 0 {
+				via = " (via " + strings.Join(chain, " → ") + ")"
 			}
-			if isTestHelper(imp) && !isTestHelper(p.ImportPath) {
-				t.Errorf("%s imports the test helper %s: production code never does", p.ImportPath, imp)
-			}
-			if matches(plotting, imp) && !matches("cmd/webhookd-bench", p.ImportPath) {
-				t.Errorf("%s imports %s: only cmd/webhookd-bench draws pictures, so the product carries no plotting library", p.ImportPath, imp)
+			seen[imp] = via
+			if _, ours := graph[imp]; ours {
+				walk(imp, append(chain[:len(chain):len(chain)], strings.TrimPrefix(imp, module+"/")))
 			}
 		}
 	}
-	if checked < 5 {
-		t.Fatalf("only %d packages listed", checked)
+	walk(from, nil)
+	return seen
+}
+
+// TestProductLinksNoTestSupport checks, through go list -deps, that the
+// webhookd binary links no test-support package, whatever imports it.
+func TestProductLinksNoTestSupport(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", module+"/cmd/webhookd").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for dep := range strings.Lines(string(out)) {
+		if dep = strings.TrimSpace(dep); matches(testkit, dep) || matches(bench, dep) {
+			t.Errorf("cmd/webhookd depends on %s", dep)
+		}
 	}
 }
 
 // TestProductDrawsNothing checks that the product binary does not link a
-// plotting library, even through a dependency: the go.mod carries
-// gonum/plot for webhookd-bench's --plot only.
+// plotting library, even through a dependency: only the bench module
+// carries gonum/plot.
 func TestProductDrawsNothing(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", module+"/cmd/webhookd").Output()
@@ -142,6 +210,8 @@ func TestMatches(t *testing.T) {
 		{"jobs/...", module + "/jobsx", false},
 		{"gateway/verify", module + "/gateway/verify", true},
 		{"gateway/verify", module + "/gateway/verify/sub", false},
+		{testkit, module + "/internal/testkit/pgtest", true},
+		{leaves, module + "/internal/testkit/pgtest", true},
 		{".", module, true},
 		{".", module + "/jobs", false},
 		{"...", module, true},

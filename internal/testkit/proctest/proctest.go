@@ -25,8 +25,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webhookd/webhookd/internal/logtest"
-	"github.com/webhookd/webhookd/internal/redistest"
+	"github.com/webhookd/webhookd/internal/testkit/logtest"
+	"github.com/webhookd/webhookd/internal/testkit/redistest"
 )
 
 // Package is the import path of the webhookd command.

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/webhookd/webhookd/internal/redistest"
+	"github.com/webhookd/webhookd/internal/testkit/redistest"
 )
 
 // TestMain stops the redis-server the tests start.

@@ -14,7 +14,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/webhookd/webhookd/internal/loadgen"
+	"github.com/webhookd/webhookd/bench/loadgen"
 )
 
 var (

@@ -20,7 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/webhookd/webhookd/internal/loadgen"
+	"github.com/webhookd/webhookd/bench/loadgen"
 )
 
 func main() {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/webhookd/webhookd/gateway/textfield"
+	"github.com/webhookd/webhookd/internal/textfield"
 )
 
 func TestCheck(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
-	"github.com/webhookd/webhookd/internal/logtest"
-	"github.com/webhookd/webhookd/internal/pgtest"
-	"github.com/webhookd/webhookd/internal/redistest"
+	"github.com/webhookd/webhookd/internal/testkit/logtest"
+	"github.com/webhookd/webhookd/internal/testkit/pgtest"
+	"github.com/webhookd/webhookd/internal/testkit/redistest"
 )
 
 // TestRun runs the generator briefly against real Postgres and Redis and

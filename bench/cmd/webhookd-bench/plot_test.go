@@ -12,9 +12,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/webhookd/webhookd/internal/loadgen"
-	"github.com/webhookd/webhookd/internal/pgtest"
-	"github.com/webhookd/webhookd/internal/redistest"
+	"github.com/webhookd/webhookd/bench/loadgen"
+	"github.com/webhookd/webhookd/internal/testkit/pgtest"
+	"github.com/webhookd/webhookd/internal/testkit/redistest"
 )
 
 // TestPlot runs the command briefly with --plot and --label and checks

@@ -5,8 +5,8 @@
 // draws the PNGs from them; for the issue 16 headline (issue16.go) it
 // reads the webhookd-bench JSON reports in docs/runs/issue16.
 //
-// It is its own module, so the product's go test ./... and go vet ./...
-// leave the docs' tools out. From this directory:
+// It is part of the bench module (bench/go.mod), so the product's go.mod
+// carries no plotting library. From this directory:
 //
 //	go run .
 package main
@@ -76,8 +76,8 @@ var (
 )
 
 func main() {
-	appendix := flag.String("runs", "../performance-runs.md", "the appendix with the raw runs")
-	issue16 := flag.String("issue16", "../runs/issue16", "the issue 16 runs: webhookd-bench JSON reports labelled <kind>/<variant>")
+	appendix := flag.String("runs", "../../docs/performance-runs.md", "the appendix with the raw runs")
+	issue16 := flag.String("issue16", "../../docs/runs/issue16", "the issue 16 runs: webhookd-bench JSON reports labelled <kind>/<variant>")
 	out := flag.String("out", ".", "directory for batch8.csv and the PNGs")
 	flag.Parse()
 

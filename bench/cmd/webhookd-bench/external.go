@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/webhookd/webhookd/bench/loadgen"
 	"github.com/webhookd/webhookd/gateway/verify"
-	"github.com/webhookd/webhookd/internal/loadgen"
 )
 
 // externalFlags are the flags of a run whose load comes from an outside

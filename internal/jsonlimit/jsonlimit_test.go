@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/webhookd/webhookd/gateway/jsonlimit"
+	"github.com/webhookd/webhookd/internal/jsonlimit"
 )
 
 func TestValid(t *testing.T) {
