@@ -16,7 +16,6 @@ import (
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
-	"github.com/webhookd/webhookd/internal/glob"
 	"github.com/webhookd/webhookd/jobs"
 )
 
@@ -192,7 +191,7 @@ func newEvent(name string, src Source, h http.Header, body []byte) (dedupe.Event
 		Source:       name,
 		ExternalID:   id,
 		EventType:    eventType,
-		Unwanted:     unwanted(src.Filters, eventType),
+		Unwanted:     src.unwanted(eventType),
 		ContentType:  ct,
 		Headers:      headers,
 		Payload:      body,
@@ -233,15 +232,13 @@ func extractEventType(src Source, h http.Header, body []byte) (string, error) {
 	}
 }
 
-// unwanted counts the filters that do not want an event of eventType.
-func unwanted(filters []glob.Filter, eventType string) int {
-	n := 0
-	for _, f := range filters {
-		if !f.Wants(eventType) {
-			n++
-		}
+// unwanted counts the source's destinations that do not want an event of
+// eventType (PlanFunc leaves them out).
+func (src Source) unwanted(eventType string) int {
+	if src.PlanFunc == nil {
+		return 0
 	}
-	return n
+	return src.Destinations - len(src.PlanFunc(eventType))
 }
 
 // readBody reads the body once, refusing more than limit bytes.

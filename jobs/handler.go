@@ -5,16 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/webhookd/webhookd/dedupe"
-	"github.com/webhookd/webhookd/internal/glob"
 	"github.com/webhookd/webhookd/internal/tracing"
 )
 
@@ -26,62 +23,12 @@ type runStore interface {
 	ReleaseVersion(ctx context.Context, r dedupe.VersionRequest) error
 }
 
-// Routes maps a source name to its destinations by name.
-type Routes map[string]map[string]Destination
-
-// DestinationNames returns the names of source's destinations, sorted,
-// or ErrUnknownSource.
-func (r Routes) DestinationNames(source string) ([]string, error) {
-	dests, ok := r[source]
-	if !ok {
-		return nil, ErrUnknownSource
-	}
-	return slices.Sorted(maps.Keys(dests)), nil
-}
-
-// DestinationCounts returns how many destinations each source has (what
-// dedupe's event state needs to tell queued from done).
-func (r Routes) DestinationCounts() map[string]int {
-	m := make(map[string]int, len(r))
-	for source, dests := range r {
-		m[source] = len(dests)
-	}
-	return m
-}
-
-// DestinationFilters returns the destinations that filter by event type,
-// with their patterns as SQL LIKE patterns (what dedupe's event states
-// need to leave out the destinations an event is not for).
-func (r Routes) DestinationFilters() []dedupe.DestinationFilter {
-	var out []dedupe.DestinationFilter
-	for source, dests := range r {
-		for name, d := range dests {
-			if d.Filter != nil {
-				out = append(out, dedupe.DestinationFilter{Source: source, Destination: name, Like: d.Filter.Like()})
-			}
-		}
-	}
-	return out
-}
-
-// SourceFilters returns the filters of source's destinations that filter
-// by event type (gateway.Source.Filters).
-func (r Routes) SourceFilters(source string) []glob.Filter {
-	var out []glob.Filter
-	for _, d := range r[source] {
-		if d.Filter != nil {
-			out = append(out, d.Filter)
-		}
-	}
-	return out
-}
-
 // HandlerConfig configures the deliver handler.
 type HandlerConfig struct {
 	// Routes says where each source's events go.
 	Routes Routes
 	// Lease is how long a claimed run may stay running before recovery
-	// presumes its worker dead. Defaults to 2m.
+	// presumes its worker dead. Defaults to dedupe.DefaultLease.
 	Lease time.Duration
 	// Backoff spaces retries of failed attempts.
 	Backoff Backoff
@@ -109,7 +56,7 @@ type HandlerConfig struct {
 // WithDefaults returns a copy of c with zero fields set to their defaults.
 func (c HandlerConfig) WithDefaults() HandlerConfig {
 	if c.Lease <= 0 {
-		c.Lease = 2 * time.Minute
+		c.Lease = dedupe.DefaultLease
 	}
 	c.Backoff = c.Backoff.WithDefaults()
 	if c.DefaultHold <= 0 {
@@ -170,7 +117,6 @@ func (h *Handler) Deliver(ctx context.Context, p DeliverPayload) error {
 		h.cfg.Metrics.outcome(p.Source, p.Destination, "unrouted")
 		return fmt.Errorf("destination %s/%s is not configured: %w", p.Source, p.Destination, asynq.SkipRetry)
 	}
-	dest = dest.WithDefaults()
 
 	adm, err := h.admit(ctx, log, p, dest)
 	if err != nil || adm.hold > 0 {

@@ -145,9 +145,9 @@ func TestDeliverJoinsEventTrace(t *testing.T) {
 func TestDeliverUntracedSendsNoTraceparent(t *testing.T) {
 	t.Parallel()
 	tr := newTraced(t)
-	b := setup(t, handlerOptions{dest: jobs.Destination{Name: "dst"}})
+	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{Name: "dst"}})
 	d := newDestination(t, status(200))
-	b.routes["src"]["dst"] = jobs.Destination{Name: "dst", URL: d.URL}
+	b.routes["src"]["dst"] = buildDestination(t, jobs.DestinationSpec{Name: "dst", URL: d.URL})
 	ev := dedupe.Event{Source: "src", ExternalID: "evt_1", Payload: []byte(body), TraceParent: tr.ingestT}
 	if _, err := dedupe.RecordBatch(testCtx(t), b.schema.Pool, []dedupe.Event{ev}); err != nil {
 		t.Fatal(err)

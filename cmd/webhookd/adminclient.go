@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/webhookd/webhookd/config"
 )
 
 // adminTokenEnv names the environment variable the operator commands
@@ -67,16 +69,16 @@ func newAdminClient(cmd *cobra.Command) (*adminClient, error) {
 // serverFromConfig returns the base URL of the config's listen address.
 func serverFromConfig(cmd *cobra.Command) (string, error) {
 	path, _ := cmd.Flags().GetString("config")
-	cfg, err := loadConfig(path)
+	cfg, err := config.Load(path)
 	if errors.Is(err, fs.ErrNotExist) && !cmd.Flags().Changed("config") {
 		return defaultServer, nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("%w\n(the operator commands read only listen from it; --server names the gateway instead)", err)
 	}
-	host, port, err := net.SplitHostPort(cfg.Listen)
+	host, port, err := net.SplitHostPort(cfg.Process.Listen)
 	if err != nil {
-		return "", fmt.Errorf("listen %q: %w (give --server)", cfg.Listen, err)
+		return "", fmt.Errorf("listen %q: %w (give --server)", cfg.Process.Listen, err)
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/webhookd/webhookd"
+	"github.com/webhookd/webhookd/config"
 	"github.com/webhookd/webhookd/internal/sink"
 )
 
@@ -35,18 +36,18 @@ func demoCommand() *cobra.Command {
 			}
 			log := newLogger(cfg.LogLevel)
 			ctx := cmd.Context()
-			if len(cfg.adminTokens()) == 0 && !cfg.Admin.UnsafeTokenlessLoopback {
+			if !cfg.File.HasAdminTokens() && !cfg.File.Admin.UnsafeTokenlessLoopback {
 				if err := demoAdminToken(cfg, cmd.ErrOrStderr()); err != nil {
 					return err
 				}
 			}
-			if err := ensureDatabase(ctx, cfg.DatabaseURL, log); err != nil {
+			if err := ensureDatabase(ctx, cfg.Process.DatabaseURL, log); err != nil {
 				return err
 			}
 			// Serve the sink wherever the config's destinations point on
 			// this machine.
 			started := map[string]bool{}
-			for _, s := range cfg.Sources {
+			for _, s := range cfg.File.Sources {
 				for _, d := range s.Destinations {
 					u, err := url.Parse(d.URL)
 					if err != nil || started[u.Host] {
@@ -73,20 +74,21 @@ func demoCommand() *cobra.Command {
 // this run and prints it (to stderr: stdout is the JSON log), so a
 // newcomer can open the event browser the way it is deployed, with a
 // token, rather than by opting in to tokenless admin.
-func demoAdminToken(cfg *config, w io.Writer) error {
+func demoAdminToken(cfg *config.Config, w io.Writer) error {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		return fmt.Errorf("error making a demo admin token: %w", err)
 	}
-	cfg.AdminToken = hex.EncodeToString(b)
+	token := hex.EncodeToString(b)
+	cfg.Process.Admin.Tokens = []string{token}
 	port := "8080"
-	if _, p, err := net.SplitHostPort(cfg.Listen); err == nil {
+	if _, p, err := net.SplitHostPort(cfg.Process.Listen); err == nil {
 		port = p
 	}
 	fmt.Fprintf(w, "webhookd demo: admin token for this run (set WEBHOOKD_ADMIN_TOKEN to choose one):\n\n"+
 		"    export T=%s\n    export WEBHOOKD_ADMIN_TOKEN=$T\n\nSign in at http://localhost:%s/admin/ with it; API clients send Authorization: Bearer $T;\n"+
 		"webhookd events, replay and destinations read $WEBHOOKD_ADMIN_TOKEN.\n\n",
-		cfg.AdminToken, port)
+		token, port)
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/webhookd/webhookd"
+	"github.com/webhookd/webhookd/config"
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/admin"
 	"github.com/webhookd/webhookd/migrations"
@@ -22,7 +23,7 @@ import (
 // cli is what a direct-database command (import) opens: the config and a
 // small pool.
 type cli struct {
-	cfg   *config
+	cfg   *config.Config
 	store *dedupe.Store
 }
 
@@ -34,10 +35,10 @@ func openCLI(cmd *cobra.Command) (*cli, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := migrations.Check(cmd.Context(), cfg.DatabaseURL); err != nil {
+	if err := migrations.Check(cmd.Context(), cfg.Process.DatabaseURL); err != nil {
 		return nil, nil, err
 	}
-	pool, err := webhookd.OpenPool(cmd.Context(), cfg.DatabaseURL, 4)
+	pool, err := webhookd.OpenPool(cmd.Context(), cfg.Process.DatabaseURL, 4)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +22,6 @@ import (
 
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/eventid"
-	"github.com/webhookd/webhookd/gateway/verify"
 )
 
 // importSummary counts what an import did.
@@ -114,17 +112,12 @@ line was rejected; stderr then names the first few.`,
 				return err
 			}
 			defer done()
-			var src *sourceConf
-			for i := range a.cfg.Sources {
-				if a.cfg.Sources[i].Name == source {
-					src = &a.cfg.Sources[i]
-				}
-			}
-			if src == nil {
-				return fmt.Errorf("--source %q is not configured in %s", source, a.cfg.path)
+			src, ok := a.cfg.Process.Sources.Gateway[source]
+			if !ok {
+				return fmt.Errorf("--source %q is not configured in %s", source, a.cfg.Path)
 			}
 			if idSpec == "" {
-				idSpec = src.eventIDSpec()
+				idSpec = src.EventID.String()
 			}
 			if strings.HasPrefix(idSpec, "header:") {
 				return fmt.Errorf("source %s reads its event id from a header (%s), which an export has not: give --id json:<path>", source, idSpec)
@@ -134,8 +127,8 @@ line was rejected; stderr then names the first few.`,
 				return fmt.Errorf("--id: %w", err)
 			}
 			im := &importer{store: a.store, source: source, id: id, contentType: contentType,
-				maxBytes: a.cfg.MaxBodyBytes, batchSize: max(batchSize, 1),
-				opts: dedupe.ImportOptions{RecordOnly: recordOnly}, now: time.Now(), retention: a.cfg.Retention.std()}
+				maxBytes: a.cfg.Process.MaxBodyBytes, batchSize: max(batchSize, 1),
+				opts: dedupe.ImportOptions{RecordOnly: recordOnly}, now: time.Now(), retention: a.cfg.Process.Retention}
 			if receivedAt != "" {
 				path, ok := strings.CutPrefix(receivedAt, "json:")
 				if !ok || path == "" || strings.TrimSpace(path) != path {
@@ -143,17 +136,10 @@ line was rejected; stderr then names the first few.`,
 				}
 				im.receivedAt = path
 			}
-			typeSpec := cmp.Or(src.EventType, verify.SchemeDefaults(src.Verify.Scheme).EventType)
-			if t, err := eventid.Parse(typeSpec); err == nil && strings.HasPrefix(typeSpec, "json:") {
-				im.eventType = &t
+			if t := src.EventType; t != nil && strings.HasPrefix(t.String(), "json:") {
+				im.eventType = t
 			}
-			if src.Order != nil {
-				e, errE := eventid.Parse(src.Order.Entity)
-				v, errV := eventid.Parse(src.Order.Version)
-				if errE == nil && errV == nil {
-					im.entity, im.version = &e, &v
-				}
-			}
+			im.entity, im.version = src.OrderEntity, src.OrderVersion
 
 			in, size := cmd.InOrStdin(), int64(-1)
 			im.name = "stdin"

@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/webhookd/webhookd/gateway/eventid"
+	"github.com/webhookd/webhookd"
 	"github.com/webhookd/webhookd/gateway/verify"
 )
 
@@ -32,16 +32,17 @@ func sendCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var src *sourceConf
-			for i := range cfg.Sources {
-				if cfg.Sources[i].Name == source || (source == "" && i == 0) {
-					src = &cfg.Sources[i]
+			var src *webhookd.SourceSpec
+			for i, s := range cfg.File.Sources {
+				if s.Name == source || (source == "" && i == 0) {
+					src = &cfg.File.Sources[i]
 					break
 				}
 			}
 			if src == nil {
-				return fmt.Errorf("no source %q in %s", source, cfg.path)
+				return fmt.Errorf("no source %q in %s", source, cfg.Path)
 			}
+			idSpec := cfg.Process.Sources.Gateway[src.Name].EventID
 			if id == "" {
 				var b [6]byte
 				_, _ = rand.Read(b[:])
@@ -61,7 +62,7 @@ func sendCommand() *cobra.Command {
 					id, id, time.Now().Unix())
 			}
 			if target == "" {
-				listen := cfg.Listen
+				listen := cfg.Process.Listen
 				if strings.HasPrefix(listen, ":") {
 					listen = "127.0.0.1" + listen
 				}
@@ -81,13 +82,13 @@ func sendCommand() *cobra.Command {
 					return err
 				}
 			}
-			vcfg := src.verifyConfig()
+			vcfg := src.Verify
 			vcfg.SigningKey = signingKey
 			header, rawQuery, err := verify.Sign(vcfg, body, time.Now(), id)
 			if err != nil {
 				return fmt.Errorf("error signing: %w", err)
 			}
-			if name, ok := strings.CutPrefix(src.eventIDSpec(), "header:"); ok && header.Get(name) == "" {
+			if name, ok := idSpec.Header(); ok && header.Get(name) == "" {
 				header.Set(name, id)
 			}
 			if cmd.Flags().Changed("content-type") || header.Get("Content-Type") == "" {
@@ -101,10 +102,8 @@ func sendCommand() *cobra.Command {
 
 			// The id the gateway will see: a body of the operator's own
 			// carries its own.
-			if x, err := eventid.Parse(src.eventIDSpec()); err == nil {
-				if got, err := x.Extract(header, body); err == nil {
-					id = got
-				}
+			if got, err := idSpec.Extract(header, body); err == nil {
+				id = got
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "sending event %s to %s, %d time(s), %d at once\n", id, url, n, concurrency)
@@ -158,7 +157,7 @@ func sendCommand() *cobra.Command {
 // clientState (the first secret), linear's webhookTimestamp and mailgun's
 // event and adyen's notification (their signatures are added to every
 // body before sending).
-func defaultBody(v verifyConf, id string) []byte {
+func defaultBody(v verify.Config, id string) []byte {
 	switch v.Scheme {
 	case verify.SchemeMSGraph:
 		if len(v.Secrets) == 0 {
