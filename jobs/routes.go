@@ -72,4 +72,3 @@ func (r Routes) SourceFilters(source string) []glob.Filter {
 	}
 	return out
 }
-

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
 )
 
 // TypeDeliver is the Asynq task type that forwards one event to one
@@ -83,4 +82,3 @@ func decodePayload(b []byte) (DeliverPayload, error) {
 	}
 	return p, nil
 }
-
