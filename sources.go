@@ -19,7 +19,8 @@ type SourceSpec struct {
 	Name string `yaml:"name"`
 	// SourceSpec is how the source receives.
 	gateway.SourceSpec `yaml:",inline"`
-	// Destinations are where its events go; at least one.
+	// Destinations are where its events go (a configuration file names at
+	// least one).
 	Destinations []jobs.DestinationSpec `yaml:"destinations"`
 }
 
@@ -86,9 +87,6 @@ func NewSources(specs []SourceSpec, opts SourcesOptions) (*Sources, error) {
 
 // newRoutes builds a source's destinations, each name once.
 func newRoutes(spec SourceSpec, opts SourcesOptions) (map[string]jobs.Destination, error) {
-	if len(spec.Destinations) == 0 {
-		return nil, field.Errorf("destinations", "at least one destination is required")
-	}
 	dopts := jobs.DestinationOptions{Scheme: spec.Verify.Scheme, Lease: opts.Lease, SourceHasEventType: spec.hasEventType()}
 	dests := make(map[string]jobs.Destination, len(spec.Destinations))
 	var errs []error

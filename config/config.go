@@ -281,6 +281,11 @@ func (f *File) validate(p webhookd.Config) error {
 	if w.Concurrency < 0 {
 		add("worker.concurrency", "must not be negative")
 	}
+	for i, s := range f.Sources {
+		if len(s.Destinations) == 0 {
+			add(field.Index("sources", i)+".destinations", "at least one destination is required")
+		}
+	}
 	return errors.Join(errs...)
 }
 
