@@ -119,8 +119,8 @@ func TestEnqueueEvents(t *testing.T) {
 
 	routes := jobs.Routes{
 		"src": {
-			"a": {Name: "a", URL: "http://127.0.0.1:1/"},
-			"b": {Name: "b", URL: "http://127.0.0.1:1/"},
+			"a": buildDestination(t, jobs.DestinationSpec{Name: "a"}),
+			"b": buildDestination(t, jobs.DestinationSpec{Name: "b"}),
 		},
 	}
 	setup := func(t *testing.T) (*redistest.DB, *jobs.Enqueuer, string) {

@@ -366,7 +366,7 @@ type fastPath struct {
 func startFastPath(t *testing.T, linger time.Duration) *fastPath {
 	t.Helper()
 	r := redistest.New(t)
-	routes := jobs.Routes{"src": {"dst": {Name: "dst", URL: "http://127.0.0.1:1/"}}}
+	routes := jobs.Routes{"src": {"dst": buildDestination(t, jobs.DestinationSpec{Name: "dst"})}}
 	// Redis learns the script first (from a task of another queue), so
 	// every batch is one EVALSHA the hook sees.
 	if _, err := jobs.NewEnqueuer(r.Client, r.Queue+"_warm", routes).EnqueueEvents(testCtx(t), []dedupe.EventRef{{Source: "src", ExternalID: "warm"}}); err != nil {
