@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,12 +11,12 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/webhookd/webhookd"
 	"github.com/webhookd/webhookd/config"
 	"github.com/webhookd/webhookd/internal/sink"
+	"github.com/webhookd/webhookd/migrations"
 )
 
 func demoCommand() *cobra.Command {
@@ -41,7 +39,7 @@ func demoCommand() *cobra.Command {
 					return err
 				}
 			}
-			if err := ensureDatabase(ctx, cfg.Process.DatabaseURL, log); err != nil {
+			if err := migrations.EnsureDatabase(ctx, cfg.Process.DatabaseURL, log); err != nil {
 				return err
 			}
 			// Serve the sink wherever the config's destinations point on
@@ -89,33 +87,5 @@ func demoAdminToken(cfg *config.Config, w io.Writer) error {
 		"    export T=%s\n    export WEBHOOKD_ADMIN_TOKEN=$T\n\nSign in at http://localhost:%s/admin/ with it; API clients send Authorization: Bearer $T;\n"+
 		"webhookd events, replay and destinations read $WEBHOOKD_ADMIN_TOKEN.\n\n",
 		token, port)
-	return nil
-}
-
-// ensureDatabase creates the database named in databaseURL when it does
-// not exist yet, by connecting to the server's "postgres" database.
-func ensureDatabase(ctx context.Context, databaseURL string, log *slog.Logger) error {
-	conn, err := pgx.Connect(ctx, databaseURL)
-	if err == nil {
-		return conn.Close(ctx)
-	}
-	if !isUndefinedDatabase(err) {
-		return fmt.Errorf("error connecting to postgres: %w", err)
-	}
-	cc, err := pgx.ParseConfig(databaseURL)
-	if err != nil {
-		return fmt.Errorf("error parsing database_url: %w", err)
-	}
-	name := cc.Database
-	cc.Database = "postgres"
-	admin, err := pgx.ConnectConfig(ctx, cc)
-	if err != nil {
-		return fmt.Errorf("error connecting to create database %q: %w", name, err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("error creating database %q: %w", name, err)
-	}
-	log.InfoContext(ctx, "created database", slog.String("database", name))
 	return nil
 }

@@ -7,8 +7,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/webhookd/webhookd"
 	"github.com/webhookd/webhookd/config"
 	"github.com/webhookd/webhookd/internal/tracing"
@@ -60,10 +58,4 @@ func serve(ctx context.Context, cfg *config.Config, r webhookd.Roles, log *slog.
 		err = e
 	}
 	return err
-}
-
-// isUndefinedDatabase reports whether err says the database does not exist.
-func isUndefinedDatabase(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "3D000"
 }
