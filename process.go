@@ -95,7 +95,8 @@ type Config struct {
 	// Retention is how long events, runs and calls are kept. Defaults to
 	// 720h.
 	Retention time.Duration
-	// MaxBodyBytes caps a webhook's body. Defaults to 1 MiB.
+	// MaxBodyBytes caps a webhook's body. Defaults to
+	// gateway.DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// Sources are the configured senders and where their events go,
 	// built by NewSources. Nil means none.
@@ -133,6 +134,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Retention <= 0 {
 		c.Retention = dedupe.DefaultRetention
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = gateway.DefaultMaxBodyBytes
 	}
 	if c.Sources == nil {
 		c.Sources = &Sources{}

@@ -108,25 +108,35 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 // claim, ordering guard, call, settle. The returned error tells Asynq
 // what to do next: nil when the key is settled, a *RetryError to come
 // back later, or an error wrapping asynq.SkipRetry when only a replay can
-// reopen the run.
+// reopen the run. How it ended is counted once, here
+// (webhookd_job_outcomes_total).
 func (h *Handler) Deliver(ctx context.Context, p DeliverPayload) error {
+	outcome, err := h.deliver(ctx, p)
+	if outcome != "" {
+		h.cfg.Metrics.outcome(p.Source, p.Destination, outcome)
+	}
+	return err
+}
+
+// deliver does Deliver's work and returns the outcome to count: "" when
+// the task was held before its claim (steering counts that).
+func (h *Handler) deliver(ctx context.Context, p DeliverPayload) (string, error) {
 	log := loggerFrom(ctx, h.cfg.Logger)
 	dest, ok := h.cfg.Routes[p.Source][p.Destination]
 	if !ok {
 		log.ErrorContext(ctx, "no such destination in the configuration; dropping task")
-		h.cfg.Metrics.outcome(p.Source, p.Destination, "unrouted")
-		return fmt.Errorf("destination %s/%s is not configured: %w", p.Source, p.Destination, asynq.SkipRetry)
+		return "unrouted", fmt.Errorf("destination %s/%s is not configured: %w", p.Source, p.Destination, asynq.SkipRetry)
 	}
 
 	adm, err := h.admit(ctx, log, p, dest)
 	if err != nil || adm.hold > 0 {
-		return err
+		return "", err
 	}
 	claimStart := h.claimStarted()
-	claim, settled, err := h.claim(ctx, log, p, dest)
+	claim, outcome, settled, err := h.claim(ctx, log, p, dest)
 	if settled {
 		h.steered(ctx, log, p, dest, adm, callResult{})
-		return err
+		return outcome, err
 	}
 	ctx, span := h.startDeliver(ctx, p, claim, claimStart)
 	defer span.End()
@@ -149,18 +159,18 @@ func (h *Handler) Deliver(ctx context.Context, p DeliverPayload) error {
 		endCall(callSpan, res)
 		h.cfg.Metrics.called(p.Source, p.Destination, res.statusCode, res.duration)
 	}
-	err = h.settle(ctx, log, p, claim, res)
+	outcome, err = h.settle(ctx, log, p, claim, res)
 	h.steered(ctx, log, p, dest, adm, res)
 	if release != nil {
 		release()
 	}
-	return err
+	return outcome, err
 }
 
 // claim claims p's key. When the key is not this worker's to call now
-// (done, ended, held elsewhere, or the claim failed), settled is true and
-// err is what Asynq is told.
-func (h *Handler) claim(ctx context.Context, log *slog.Logger, p DeliverPayload, dest Destination) (claim dedupe.Claim, settled bool, err error) {
+// (done, ended, held elsewhere, or the claim failed), settled is true,
+// outcome is what to count ("" for none) and err is what Asynq is told.
+func (h *Handler) claim(ctx context.Context, log *slog.Logger, p DeliverPayload, dest Destination) (claim dedupe.Claim, outcome string, settled bool, err error) {
 	claim, err = h.store.Claim(ctx, dedupe.ClaimRequest{
 		Key:         p.Key(),
 		Source:      p.Source,
@@ -172,36 +182,32 @@ func (h *Handler) claim(ctx context.Context, log *slog.Logger, p DeliverPayload,
 	})
 	if errors.Is(err, dedupe.ErrNotFound) {
 		log.ErrorContext(ctx, "event is no longer stored; run failed")
-		return claim, true, fmt.Errorf("event gone: %w", asynq.SkipRetry)
+		return claim, "", true, fmt.Errorf("event gone: %w", asynq.SkipRetry)
 	}
 	if errors.Is(err, dedupe.ErrKeyConflict) {
 		// Never call under a key that is another run's: the destination
 		// would take this event for that one.
 		log.ErrorContext(ctx, "the key's run belongs to another event; not calling the destination", slog.String("error", err.Error()))
-		h.cfg.Metrics.outcome(p.Source, p.Destination, "key_conflict")
-		return claim, true, fmt.Errorf("key conflict: %w", asynq.SkipRetry)
+		return claim, "key_conflict", true, fmt.Errorf("key conflict: %w", asynq.SkipRetry)
 	}
 	if err != nil {
 		log.WarnContext(ctx, "claim failed; will retry", slog.String("error", err.Error()))
-		return claim, true, &RetryError{Delay: h.cfg.Backoff.Delay(1), Hold: true, Reason: "claim failed"}
+		return claim, "", true, &RetryError{Delay: h.cfg.Backoff.Delay(1), Hold: true, Reason: "claim failed"}
 	}
 	log = log.With(slog.Int("attempt", claim.Call), slog.Int("attempts", claim.Attempts))
 	switch claim.Outcome {
 	case dedupe.AlreadyDone:
 		log.InfoContext(ctx, "key already done; not calling the destination again")
-		h.cfg.Metrics.outcome(p.Source, p.Destination, "already_done")
-		return claim, true, nil
+		return claim, "already_done", true, nil
 	case dedupe.RunningElsewhere:
 		wait := min(max(time.Until(claim.RetryAt), time.Second), h.cfg.Lease)
 		log.InfoContext(ctx, "key is held elsewhere; retrying later", slog.Duration("retry_in", wait))
-		h.cfg.Metrics.outcome(p.Source, p.Destination, "running_elsewhere")
-		return claim, true, &RetryError{Delay: wait, Hold: true, Reason: "key held elsewhere"}
+		return claim, "running_elsewhere", true, &RetryError{Delay: wait, Hold: true, Reason: "key held elsewhere"}
 	case dedupe.Ended:
 		log.InfoContext(ctx, "key already ended; only a replay reopens it", slog.String("status", claim.Status))
-		h.cfg.Metrics.outcome(p.Source, p.Destination, "already_"+claim.Status)
-		return claim, true, nil
+		return claim, "already_" + claim.Status, true, nil
 	}
-	return claim, false, nil
+	return claim, "", false, nil
 }
 
 // guard applies the ordering guard to a claimed event whose source orders
