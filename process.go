@@ -95,6 +95,9 @@ type Config struct {
 	// Retention is how long events, runs and calls are kept. Defaults to
 	// 720h.
 	Retention time.Duration
+	// AllowLinkLocalDestinations lets destinations call link-local and
+	// cloud metadata addresses (169.254.169.254), refused by default.
+	AllowLinkLocalDestinations bool
 	// MaxBodyBytes caps a webhook's body. Defaults to
 	// gateway.DefaultMaxBodyBytes.
 	MaxBodyBytes int64
@@ -283,6 +286,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		// to 128 runs (docs/performance.md).
 		p.runs = dedupe.NewRunBatcher(store, dedupe.BatcherConfig{MaxBatch: 128, MaxInFlight: 1})
 		handler := jobs.NewHandler(withRunFaults(p.runs, log), jobs.HandlerConfig{
+			HTTPClient:     &http.Client{Transport: jobs.NewTransport(cfg.AllowLinkLocalDestinations)},
 			Routes:         cfg.Sources.Routes,
 			Lease:          cfg.Lease,
 			Backoff:        cfg.Worker.Backoff,

@@ -32,6 +32,12 @@ type SourcesOptions struct {
 	// Retention bounds every duplicate_content_window. Defaults to
 	// dedupe.DefaultRetention.
 	Retention time.Duration
+	// Listen is the process's listen address, which no destination may
+	// call.
+	Listen string
+	// AllowLinkLocalDestinations lets a destination name a link-local or
+	// metadata address.
+	AllowLinkLocalDestinations bool
 }
 
 // Sources is the configured sources built once, at start (and at each
@@ -87,7 +93,10 @@ func NewSources(specs []SourceSpec, opts SourcesOptions) (*Sources, error) {
 
 // newRoutes builds a source's destinations, each name once.
 func newRoutes(spec SourceSpec, opts SourcesOptions) (map[string]jobs.Destination, error) {
-	dopts := jobs.DestinationOptions{Scheme: spec.Verify.Scheme, Lease: opts.Lease, SourceHasEventType: spec.hasEventType()}
+	dopts := jobs.DestinationOptions{
+		Scheme: spec.Verify.Scheme, Lease: opts.Lease, SourceHasEventType: spec.hasEventType(),
+		Listen: opts.Listen, AllowLinkLocal: opts.AllowLinkLocalDestinations,
+	}
 	dests := make(map[string]jobs.Destination, len(spec.Destinations))
 	var errs []error
 	for j, ds := range spec.Destinations {

@@ -26,6 +26,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/webhookd/webhookd"
+	"github.com/webhookd/webhookd/gateway/verify"
 	"github.com/webhookd/webhookd/internal/field"
 	"github.com/webhookd/webhookd/jobs"
 )
@@ -48,8 +49,15 @@ const (
 const (
 	// MaxQueueShards bounds queue_shards: every worker polls every shard.
 	MaxQueueShards = 256
-	minLease       = time.Second
-	minRetention   = time.Hour
+	// MaxBodyLimit bounds max_body_bytes.
+	MaxBodyLimit         = 256 << 20
+	minLease             = time.Second
+	maxLease             = 24 * time.Hour
+	minRetention         = time.Hour
+	minRecoveryInterval  = 100 * time.Millisecond
+	maxWorkerConcurrency = 10_000
+	shortSecret          = 16
+	unwiseTolerance      = 15 * time.Minute
 )
 
 // File is the configuration file's shape (SPEC.md, "Configuration"). The
@@ -61,15 +69,18 @@ type File struct {
 	DatabaseURL          string `yaml:"database_url"`
 	webhookd.RedisConfig `yaml:",inline"`
 	// QueueShards spreads tasks over this many queues. Defaults to 1.
-	QueueShards  int           `yaml:"queue_shards"`
-	Queue        string        `yaml:"queue"`
-	AdminToken   string        `yaml:"admin_token"`
-	Admin        Admin         `yaml:"admin"`
-	MaxBodyBytes int64         `yaml:"max_body_bytes"`
-	Retention    time.Duration `yaml:"retention"`
-	Lease        time.Duration `yaml:"lease"`
-	LogLevel     string        `yaml:"log_level"`
-	Worker       Worker        `yaml:"worker"`
+	QueueShards  int    `yaml:"queue_shards"`
+	Queue        string `yaml:"queue"`
+	AdminToken   string `yaml:"admin_token"`
+	Admin        Admin  `yaml:"admin"`
+	MaxBodyBytes int64  `yaml:"max_body_bytes"`
+	// AllowLinkLocalDestinations lets destinations call link-local and
+	// cloud metadata addresses; refused by default.
+	AllowLinkLocalDestinations bool          `yaml:"allow_link_local_destinations"`
+	Retention                  time.Duration `yaml:"retention"`
+	Lease                      time.Duration `yaml:"lease"`
+	LogLevel                   string        `yaml:"log_level"`
+	Worker                     Worker        `yaml:"worker"`
 	// Sources are the senders, each with its destinations.
 	Sources []webhookd.SourceSpec `yaml:"sources"`
 }
@@ -128,6 +139,9 @@ type Config struct {
 	// File is the file as decoded, after ${VAR} expansion and the
 	// environment's overrides.
 	File File
+	// Warnings are values that work but are unwise (a short secret, a
+	// long replay window), located like errors; the process logs them.
+	Warnings []*Error
 
 	// root is the parsed document, for finding a key's line.
 	root *yaml.Node
@@ -173,7 +187,10 @@ func Parse(path string, raw []byte, lookup func(string) (string, bool)) (*Config
 	c.Process, c.LogLevel = c.File.process()
 	p.addField(c.File.validate(c.Process))
 	p.addField(c.validateAdmin())
-	if sources, err := webhookd.NewSources(c.File.Sources, webhookd.SourcesOptions{Lease: c.Process.Lease, Retention: c.Process.Retention}); err != nil {
+	if sources, err := webhookd.NewSources(c.File.Sources, webhookd.SourcesOptions{
+		Lease: c.Process.Lease, Retention: c.Process.Retention,
+		Listen: c.Process.Listen, AllowLinkLocalDestinations: c.Process.AllowLinkLocalDestinations,
+	}); err != nil {
 		p.addField(err)
 	} else {
 		c.Process.Sources = sources
@@ -181,7 +198,32 @@ func Parse(path string, raw []byte, lookup func(string) (string, bool)) (*Config
 	if err := p.err(); err != nil {
 		return nil, err
 	}
+	for _, w := range field.List(c.File.warnings()) {
+		c.Warnings = append(c.Warnings, c.locate(w))
+	}
 	return c, nil
+}
+
+// warnings are the file's values that work but are unwise.
+func (f *File) warnings() error {
+	var out []error
+	for i, s := range f.Sources {
+		v := s.Verify
+		if v.Tolerance > unwiseTolerance {
+			out = append(out, field.Errorf(field.Index("sources", i)+".verify.tolerance",
+				"%s lets a captured delivery be replayed for that long; the senders' own windows are 5m or less", v.Tolerance))
+		}
+		if v.Scheme == verify.SchemeDiscord || v.Scheme == verify.SchemeSendGrid {
+			continue // public keys, not shared secrets
+		}
+		for j, secret := range v.Secrets {
+			if len(secret) < shortSecret {
+				out = append(out, field.Errorf(field.Index(field.Index("sources", i)+".verify.secrets", j),
+					"shorter than %d bytes: anyone who guesses it can sign events", shortSecret))
+			}
+		}
+	}
+	return errors.Join(out...)
 }
 
 // setDefaults fills the file's own defaults: where Postgres and Redis
@@ -212,6 +254,8 @@ func (f *File) process() (webhookd.Config, slog.Level) {
 		Lease:        f.Lease,
 		Retention:    f.Retention,
 		MaxBodyBytes: f.MaxBodyBytes,
+
+		AllowLinkLocalDestinations: f.AllowLinkLocalDestinations,
 		Admin: webhookd.AdminConfig{
 			Tokens:                  f.fullAdminTokens(),
 			ReadOnlyTokens:          f.Admin.ReadOnlyTokens,
@@ -242,11 +286,11 @@ func (f *File) process() (webhookd.Config, slog.Level) {
 func (f *File) validate(p webhookd.Config) error {
 	var errs []error
 	add := func(path, format string, args ...any) { errs = append(errs, field.Errorf(path, format, args...)) }
-	if f.MaxBodyBytes < 0 {
-		add("max_body_bytes", "must be positive")
+	if f.MaxBodyBytes < 0 || f.MaxBodyBytes > MaxBodyLimit {
+		add("max_body_bytes", "must be between 1 and %d (%d MiB)", MaxBodyLimit, MaxBodyLimit>>20)
 	}
-	if p.Lease < minLease {
-		add("lease", "must be at least %s", minLease)
+	if p.Lease < minLease || p.Lease > maxLease {
+		add("lease", "must be between %s and %s", minLease, maxLease)
 	}
 	if p.Retention < minRetention {
 		add("retention", "must be at least %s", minRetention)
@@ -262,8 +306,14 @@ func (f *File) validate(p webhookd.Config) error {
 		add("log_level", "must be debug, info, warn or error")
 	}
 	w := f.Worker
-	if p.Recovery.Interval > p.Lease/2 {
+	switch {
+	case p.Recovery.Interval > p.Lease/2:
 		add("worker.recovery_interval", "must be at most lease/2, so an expired lease is found promptly")
+	case w.RecoveryInterval > 0 && w.RecoveryInterval < minRecoveryInterval:
+		add("worker.recovery_interval", "must be at least %s: recovery reads Postgres every pass", minRecoveryInterval)
+	}
+	if w.RetryBase > 0 && w.RetryMax > 0 && w.RetryBase > w.RetryMax {
+		add("worker.retry_base", "must not exceed worker.retry_max")
 	}
 	for _, d := range []struct {
 		key string
@@ -278,8 +328,8 @@ func (f *File) validate(p webhookd.Config) error {
 			add(d.key, "must not be negative")
 		}
 	}
-	if w.Concurrency < 0 {
-		add("worker.concurrency", "must not be negative")
+	if w.Concurrency < 0 || w.Concurrency > maxWorkerConcurrency {
+		add("worker.concurrency", "must be between 0 (the default) and %d", maxWorkerConcurrency)
 	}
 	for i, s := range f.Sources {
 		if len(s.Destinations) == 0 {

@@ -341,6 +341,46 @@ func TestParseConfigErrors(t *testing.T) {
 			expectText: []string{"sources[0].destinations[0].circuit.failure: unknown key"},
 		},
 		{
+			name:       "a body limit that would overflow",
+			givenYAML:  strings.Replace(validConfig, "lease: 1m", "lease: 1m\nmax_body_bytes: 9223372036854775807", 1),
+			expectText: []string{"max_body_bytes", "between 1 and"},
+		},
+		{
+			name:       "a recovery pass every nanosecond",
+			givenYAML:  strings.Replace(validConfig, "lease: 1m", "lease: 1m\nworker:\n  recovery_interval: 1ns", 1),
+			expectText: []string{"worker.recovery_interval", "at least 100ms"},
+		},
+		{
+			name:       "a lease of weeks",
+			givenYAML:  strings.Replace(validConfig, "lease: 1m", "lease: 1000h", 1),
+			expectText: []string{"lease", "between 1s and 24h"},
+		},
+		{
+			name:       "a replay window of a century",
+			givenYAML:  strings.Replace(validConfig, "tolerance: 5m", "tolerance: 876000h", 1),
+			expectText: []string{"sources[0].verify.tolerance", "at most 24h"},
+		},
+		{
+			name:       "a secret with white space around it",
+			givenYAML:  strings.Replace(validConfig, `secrets: ["s3cr3t"]`, `secrets: [" s3cr3t "]`, 1),
+			expectText: []string{"sources[1].verify.secrets[0]", "white space"},
+		},
+		{
+			name:       "absurd destination limits",
+			givenYAML:  strings.Replace(validConfig, "        max_attempts: 3\n", "        max_attempts: 100000\n        concurrency: 10000000\n", 1),
+			expectText: []string{"sources[0].destinations[0].max_attempts: must be at most 1000", "sources[0].destinations[0].concurrency: must be at most 100000"},
+		},
+		{
+			name:       "a destination that is webhookd itself",
+			givenYAML:  strings.Replace(validConfig, "https://ci.example.com/hook", "http://localhost:9999/admin/replay", 1),
+			expectText: []string{"sources[1].destinations[0].url", "webhookd's own listen address"},
+		},
+		{
+			name:       "a destination at the cloud's metadata address",
+			givenYAML:  strings.Replace(validConfig, "https://ci.example.com/hook", "http://169.254.169.254/latest/meta-data/", 1),
+			expectText: []string{"sources[1].destinations[0].url", "link-local", "allow_link_local_destinations"},
+		},
+		{
 			name:       "bad redis url",
 			givenYAML:  strings.Replace(validConfig, "redis://127.0.0.1:6379/0", "http://nope", 1),
 			expectText: []string{"redis_url"},
@@ -696,6 +736,38 @@ func TestEveryProblemOfAFileAtOnce(t *testing.T) {
 	for _, l := range lines {
 		if strings.Contains(l, "verify: verify.") || strings.Count(l, "sources[") > 1 {
 			t.Errorf("a key's path is written twice: %q", l)
+		}
+	}
+}
+
+// TestLinkLocalDestinationsOptIn: a metadata address is accepted once the
+// operator opts in; an unwise value (a short secret, a long tolerance)
+// loads, with a located warning.
+func TestLinkLocalDestinationsOptInAndWarnings(t *testing.T) {
+	t.Parallel()
+	yaml := strings.Replace(validConfig, "https://ci.example.com/hook", "http://169.254.169.254/latest/meta-data/", 1)
+	yaml = strings.Replace(yaml, "lease: 1m", "lease: 1m\nallow_link_local_destinations: true", 1)
+	yaml = strings.Replace(yaml, "tolerance: 5m", "tolerance: 1h", 1)
+	cfg, err := Parse("w.yaml", []byte(yaml), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range cfg.Warnings {
+		got = append(got, w.Error())
+	}
+	want := []string{
+		"w.yaml:14: sources[0].verify.tolerance: 1h0m0s lets a captured delivery be replayed for that long",
+		"w.yaml:13: sources[0].verify.secrets[0]: shorter than 16 bytes", // whsec_x
+		"w.yaml:13: sources[0].verify.secrets[1]: shorter than 16 bytes", // whsec_old
+		"w.yaml:27: sources[1].verify.secrets[0]: shorter than 16 bytes", // s3cr3t
+	}
+	if len(got) != len(want) {
+		t.Fatalf("warnings %q, want %d", got, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w) {
+			t.Errorf("warning %q, want it to start %q", got[i], w)
 		}
 	}
 }

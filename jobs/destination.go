@@ -83,6 +83,10 @@ type DestinationOptions struct {
 	// SourceHasEventType says the source extracts an event type, without
 	// which a filter would filter out every event.
 	SourceHasEventType bool
+	// Listen is the process's listen address: no destination may call it.
+	Listen string
+	// AllowLinkLocal lets a URL name a link-local or metadata address.
+	AllowLinkLocal bool
 }
 
 // Destination is where an event's work goes: a DestinationSpec checked,
@@ -132,6 +136,12 @@ type Circuit struct {
 	Disabled bool
 }
 
+// Bounds past which a destination's value is a mistake, not a choice.
+const (
+	maxMaxAttempts = 1000
+	maxConcurrency = 100_000
+)
+
 // nameRE is what source and destination names look like: they are parts
 // of keys, URLs and metric labels.
 var nameRE = regexp.MustCompile(`^[a-z0-9_-]+$`)
@@ -161,6 +171,8 @@ func NewDestination(spec DestinationSpec, opts DestinationOptions) (Destination,
 	}
 	if u, err := url.Parse(spec.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		add("url", "must be an absolute http(s) URL")
+	} else if err := checkDestinationURL(u, opts.Listen, opts.AllowLinkLocal); err != nil {
+		add("url", "%s", err)
 	}
 	switch {
 	case spec.Timeout < 0:
@@ -174,11 +186,16 @@ func NewDestination(spec DestinationSpec, opts DestinationOptions) (Destination,
 	switch {
 	case spec.MaxAttempts < 0:
 		add("max_attempts", "must be positive")
+	case spec.MaxAttempts > maxMaxAttempts:
+		add("max_attempts", "must be at most %d", maxMaxAttempts)
 	case spec.MaxAttempts == 0:
 		d.MaxAttempts = DefaultMaxAttempts
 	}
-	if spec.Concurrency < 0 {
+	switch {
+	case spec.Concurrency < 0:
 		add("concurrency", "must not be negative")
+	case spec.Concurrency > maxConcurrency:
+		add("concurrency", "must be at most %d", maxConcurrency)
 	}
 	if spec.RateLimit != "" {
 		rate, err := parseRate(spec.RateLimit)

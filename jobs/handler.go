@@ -63,9 +63,7 @@ func (c HandlerConfig) WithDefaults() HandlerConfig {
 		c.DefaultHold = 5 * time.Second
 	}
 	if c.HTTPClient == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 64
-		c.HTTPClient = &http.Client{Transport: t}
+		c.HTTPClient = &http.Client{Transport: NewTransport(false)}
 	}
 	client := *c.HTTPClient
 	client.CheckRedirect = noRedirects

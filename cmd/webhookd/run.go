@@ -26,6 +26,9 @@ func newLogger(level slog.Level) *slog.Logger {
 func serve(ctx context.Context, cfg *config.Config, r webhookd.Roles, log *slog.Logger) error {
 	pcfg := cfg.Process
 	pcfg.Roles = r
+	for _, w := range cfg.Warnings {
+		log.WarnContext(ctx, "unwise configuration", slog.String("where", w.Where), slog.String("key", w.Key), slog.String("problem", w.Msg))
+	}
 	tp, err := tracing.FromEnv(ctx)
 	if err != nil {
 		return &config.Error{Where: "$OTEL_* (environment)", Msg: err.Error()}

@@ -55,6 +55,10 @@ var Schemes = []string{
 // Config.Tolerance is zero.
 const DefaultTolerance = 5 * time.Minute
 
+// MaxTolerance bounds Config.Tolerance: past it the timestamp check no
+// longer stops replays of a captured delivery.
+const MaxTolerance = 24 * time.Hour
+
 // Errors that Verify wraps. Each failed verification wraps exactly one of
 // them, so callers (the gateway's error handler) branch with errors.Is and
 // answer 401; the wrapping message names the header, never a secret or the
@@ -266,6 +270,9 @@ func build(cfg Config) (scheme, error) {
 	if cfg.Tolerance < 0 {
 		return nil, errors.New("verify.tolerance: must not be negative")
 	}
+	if cfg.Tolerance > MaxTolerance {
+		return nil, fmt.Errorf("verify.tolerance: must be at most %s: a longer window lets a captured delivery be replayed for that long", MaxTolerance)
+	}
 	if cfg.Scheme != SchemeHMACSHA256 {
 		for _, f := range []struct{ key, val string }{
 			{"header", cfg.Header}, {"encoding", cfg.Encoding},
@@ -311,6 +318,9 @@ func build(cfg Config) (scheme, error) {
 	for i, s := range cfg.Secrets {
 		if s == "" {
 			return nil, fmt.Errorf("verify.secrets[%d]: empty", i)
+		}
+		if strings.TrimSpace(s) != s {
+			return nil, fmt.Errorf("verify.secrets[%d]: starts or ends with white space (a copy-and-paste slip?)", i)
 		}
 	}
 	switch cfg.Scheme {
