@@ -30,7 +30,7 @@ type ImportOptions struct {
 // and never turns a forwarded event into a recorded-only one or back).
 // New rows go in the relay's outbox, so the reconciler hands them to the
 // queue like any event no worker has claimed yet, unless they are
-// recorded only ($9), which are planned for no destination. A NULL
+// recorded only ($9), which get no plan: a replay plans them. A NULL
 // received_at ($8) means now; $11 are the plans (Event.Plan,
 // comma-joined; NULL for none). It names the rows inserted.
 const importSQL = `
@@ -43,7 +43,7 @@ WITH input AS (
                         received_at, last_received_at, recorded_only, event_type, plan)
     SELECT s, x, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, ''),
            COALESCE(at, now()), COALESCE(at, now()), $9::boolean, NULLIF(t, ''),
-           CASE WHEN $9::boolean THEN '{}' ELSE string_to_array(pl, ',') END
+           CASE WHEN NOT $9::boolean THEN string_to_array(pl, ',') END
     FROM input ORDER BY s, x
     ON CONFLICT (source, external_id) DO NOTHING
     RETURNING source, external_id

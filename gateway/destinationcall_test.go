@@ -332,7 +332,7 @@ func TestForwardedHeaders(t *testing.T) {
 		if got.Values("Cookie") != nil || got.Values("X-Other") != nil {
 			t.Errorf("named: Cookie or X-Other forwarded without being named")
 		}
-		d, err := p.Store.GetEvent(context.Background(), "github", c.expectID, 2)
+		d, err := p.Store.GetEvent(context.Background(), "github", c.expectID)
 		if err != nil {
 			t.Fatal(err)
 		}

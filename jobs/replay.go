@@ -222,9 +222,9 @@ func (r *Replayer) Replay(ctx context.Context, req ReplayRequest) (ReplayResult,
 }
 
 // plan returns the configured destinations ev was planned for: its plan
-// as kept, or, for an event recorded before plans were kept, the
-// destinations its runs name (or, without runs, the configuration's
-// answer for its type).
+// as kept, or, for an event recorded before plans were kept (or recorded
+// only, by an import), the destinations its runs name, or, without runs,
+// the configuration's answer for its type.
 func (r *Replayer) plan(ev dedupe.EventDetail) []string {
 	plan := ev.Plan
 	if plan == nil {
