@@ -251,7 +251,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 	var (
 		rec     recorder
 		handoff interface {
-			Notify(ctx context.Context, source, eventID, eventType string)
+			Notify(ctx context.Context, ref dedupe.EventRef)
 		}
 	)
 	if cfg.Roles.Gateway {

@@ -78,7 +78,6 @@ func NewSources(specs []SourceSpec, opts SourcesOptions) (*Sources, error) {
 		name := spec.Name
 		src, err := gateway.NewSource(spec.SourceSpec, gateway.SourceOptions{
 			Retention:      opts.Retention,
-			Destinations:   len(spec.Destinations),
 			PlanFunc:       func(eventType string) []string { return out.Routes.Plan(name, eventType) },
 			ForwardHeaders: forward,
 		})

@@ -44,7 +44,7 @@ func TestAdminQueriesStayBoundedOnALargeTable(t *testing.T) {
 
 	deep := &position{keyset: keyset{at: time.Now().Add(-150000 * 13 * time.Second), source: "src2", externalID: "evt_150000"}}
 	deepNewer := &position{keyset: deep.keyset, newer: true}
-	dests := map[string]int{"src0": 1, "src1": 1, "src2": 1, "src3": 1, "quiet": 1}
+	held := []HeldDestination{{Source: "src1", Destination: "dst", Reason: "paused"}}
 	since, until := time.Now().Add(-20*24*time.Hour), time.Now().Add(-10*24*time.Hour)
 	type statement struct {
 		name string
@@ -59,7 +59,7 @@ func TestAdminQueriesStayBoundedOnALargeTable(t *testing.T) {
 	}
 	var stmts []statement
 	list := func(name string, f EventFilter, after *position, limit int) {
-		f.Destinations = dests
+		f.Held = held
 		budget := limit + 1
 		if f.postFiltered() {
 			budget = scanBudget(limit)
@@ -90,7 +90,7 @@ func TestAdminQueriesStayBoundedOnALargeTable(t *testing.T) {
 	list("a type", EventFilter{Type: "invoice.*"}, nil, 50)
 	list("a rare run status of a destination", EventFilter{Status: "dead", RunDestination: "dst", Sources: []string{"src0", "src1"}}, nil, 50)
 
-	q := newEventQuery(EventFilter{Source: "src1", Destinations: dests}, nil)
+	q := newEventQuery(EventFilter{Source: "src1", Held: held}, nil)
 	q.where = append(q.where, "e.external_id = "+q.arg("evt_50001"))
 	stmts = append(stmts,
 		statement{"event", eventDetailSQL, []any{"src1", "evt_50001"}, 1},

@@ -11,60 +11,94 @@ import (
 	"github.com/webhookd/webhookd/dedupe"
 )
 
-// insertRun adds a job_runs row in a given state.
+// insertRun adds a job_runs row in a given state: failed is a refusal
+// (permanent), shown failed.
 func (b *bundle) insertRun(t *testing.T, id, dest string, gen int, status string) {
 	t.Helper()
-	key := fmt.Sprintf("src:%s:%s", dest, id)
-	if gen > 1 {
-		key += fmt.Sprintf("#%d", gen)
-	}
-	b.exec(t, `INSERT INTO job_runs (key, source, external_id, destination, generation, status, max_attempts)
-VALUES ($1, 'src', $2, $3, $4, $5, 5)`, key, id, dest, gen, status)
+	b.insertRunAs(t, id, run{dest: dest, gen: gen, status: status, attempts: 1, permanent: status == "failed"})
 }
 
-// TestEventStates checks the one state rule (webhookd_event_state) where
-// both readers meet it: the admin listing and the answer to a repeat
-// delivery report the same state, the expected one.
+// run is a job_runs row to insert: status, and what else decides its
+// shown status.
+type run struct {
+	dest      string
+	gen       int
+	status    string
+	attempts  int
+	permanent bool
+	held      bool
+}
+
+// insertRunAs adds r for event id.
+func (b *bundle) insertRunAs(t *testing.T, id string, r run) {
+	t.Helper()
+	key := fmt.Sprintf("src:%s:%s", r.dest, id)
+	if r.gen > 1 {
+		key += fmt.Sprintf("#%d", r.gen)
+	}
+	b.exec(t, `INSERT INTO job_runs (key, source, external_id, destination, generation, status, max_attempts, attempts, permanent,
+                      held_until, hold_reason, retry_at)
+VALUES ($1, 'src', $2, $3, $4, $5, 5, $6, $7,
+        CASE WHEN $8 THEN now() + interval '1 minute' END, CASE WHEN $8 THEN 'destination asked to wait (HTTP 429)' END,
+        CASE WHEN $5 = 'failed' AND NOT $7 OR $8 THEN now() + interval '1 minute' END)`,
+		key, id, r.dest, r.gen, r.status, r.attempts, r.permanent, r.held)
+}
+
+// TestEventStates checks the one state rule (dedupe/state.go) where its
+// readers meet it: the admin listing, the count, the detail and the
+// answer to a repeat delivery report the same state, the expected one,
+// computed over the event's plan, never over the configuration: a
+// destination outside the plan (added later) leaves the event done.
 func TestEventStates(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := testCtx(t)
-	type run struct {
-		dest   string
-		gen    int
-		status string
-	}
+	ab := []string{"a", "b"}
 	cases := []struct {
 		id      string
 		pending bool
+		plan    []string // nil: recorded before plans were kept
 		runs    []run
 		want    string
 	}{
-		{id: "e-received", pending: true, want: "received"},
-		{id: "e-queued", want: "queued"},
-		{id: "e-half", runs: []run{{"a", 1, "done"}}, want: "queued"},
-		{id: "e-done", runs: []run{{"a", 1, "done"}, {"b", 1, "done"}}, want: "done"},
-		{id: "e-failed", runs: []run{{"a", 1, "failed"}, {"b", 1, "done"}}, want: "failed"},
-		{id: "e-dead", runs: []run{{"a", 1, "dead"}, {"b", 1, "failed"}}, want: "dead"},
-		{id: "e-running", runs: []run{{"a", 1, "running"}, {"b", 1, "done"}}, want: "running"},
-		{id: "e-stale", runs: []run{{"a", 1, "skipped_stale"}, {"b", 1, "skipped_stale"}}, want: "skipped_stale"},
-		{id: "e-stale-done", runs: []run{{"a", 1, "skipped_stale"}, {"b", 1, "done"}}, want: "done"},
+		{id: "e-received", pending: true, plan: ab, want: "received"},
+		{id: "e-queued", plan: ab, want: "queued"},
+		{id: "e-half", plan: ab, runs: []run{{dest: "a", gen: 1, status: "done"}}, want: "queued"},
+		{id: "e-done", plan: ab, runs: []run{{dest: "a", gen: 1, status: "done"}, {dest: "b", gen: 1, status: "done"}}, want: "done"},
+		{id: "e-failed", plan: ab, runs: []run{{dest: "a", gen: 1, status: "failed", attempts: 1, permanent: true}, {dest: "b", gen: 1, status: "done"}}, want: "failed"},
+		{id: "e-retrying", plan: ab, runs: []run{{dest: "a", gen: 1, status: "failed", attempts: 2}, {dest: "b", gen: 1, status: "running"}}, want: "retrying"},
+		{id: "e-held", plan: ab, runs: []run{{dest: "a", gen: 1, status: "running", held: true}, {dest: "b", gen: 1, status: "running"}}, want: "held"},
+		// A replay waiting for a worker: no failed attempt in its budget.
+		{id: "e-replayed", plan: ab, runs: []run{{dest: "a", gen: 2, status: "failed"}, {dest: "a", gen: 1, status: "done"}, {dest: "b", gen: 1, status: "done"}}, want: "queued"},
+		{id: "e-dead", plan: ab, runs: []run{{dest: "a", gen: 1, status: "dead", attempts: 5}, {dest: "b", gen: 1, status: "failed", attempts: 1}}, want: "dead"},
+		{id: "e-running", plan: ab, runs: []run{{dest: "a", gen: 1, status: "running"}, {dest: "b", gen: 1, status: "done"}}, want: "running"},
+		{id: "e-stale", plan: ab, runs: []run{{dest: "a", gen: 1, status: "skipped_stale"}, {dest: "b", gen: 1, status: "skipped_stale"}}, want: "skipped_stale"},
+		{id: "e-stale-done", plan: ab, runs: []run{{dest: "a", gen: 1, status: "skipped_stale"}, {dest: "b", gen: 1, status: "done"}}, want: "done"},
+		{id: "e-filtered", plan: ab, runs: []run{{dest: "a", gen: 1, status: "filtered"}, {dest: "b", gen: 1, status: "done"}}, want: "done"},
 		// A forced replay that succeeded supersedes the failed generation.
-		{id: "e-forced", runs: []run{{"a", 1, "failed"}, {"a", 2, "done"}, {"b", 1, "done"}}, want: "done"},
+		{id: "e-forced", plan: ab, runs: []run{{dest: "a", gen: 1, status: "failed", attempts: 1, permanent: true}, {dest: "a", gen: 2, status: "done"}, {dest: "b", gen: 1, status: "done"}}, want: "done"},
+		// No destination wanted it: done once handed off.
+		{id: "e-unwanted", plan: []string{}, want: "done"},
+		// Planned for a alone: b (added to the configuration later, or
+		// filtering it out) does not make it wait.
+		{id: "e-only-a", plan: []string{"a"}, runs: []run{{dest: "a", gen: 1, status: "done"}}, want: "done"},
+		// Recorded before plans were kept: its runs are its plan.
+		{id: "e-legacy", runs: []run{{dest: "a", gen: 1, status: "done"}}, want: "done"},
 	}
 	for _, c := range cases {
-		b.recordEvent(t, c.id)
+		if _, err := dedupe.RecordBatch(ctx, b.schema.Pool, []dedupe.Event{{Source: "src", ExternalID: c.id, Payload: []byte(`{}`), Plan: c.plan}}); err != nil {
+			t.Fatal(err)
+		}
 		if !c.pending {
 			if err := b.store.SettleEvents(ctx, []dedupe.EventRef{{Source: "src", ExternalID: c.id}}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		for _, r := range c.runs {
-			b.insertRun(t, c.id, r.dest, r.gen, r.status)
+			b.insertRunAs(t, c.id, r)
 		}
 	}
-	dests := map[string]int{"src": 2}
-	page, err := b.store.ListEvents(ctx, dedupe.EventFilter{Destinations: dests})
+	page, err := b.store.ListEvents(ctx, dedupe.EventFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +114,7 @@ func TestEventStates(t *testing.T) {
 			t.Errorf("%s: listed in state %q, want %q", c.id, listed[c.id], c.want)
 		}
 		rec, err := dedupe.RecordBatch(ctx, b.schema.Pool, []dedupe.Event{{
-			Source: "src", ExternalID: c.id, Payload: []byte(`{}`), Destinations: 2,
+			Source: "src", ExternalID: c.id, Payload: []byte(`{}`), Plan: ab,
 		}})
 		if err != nil {
 			t.Fatal(err)
@@ -88,17 +122,63 @@ func TestEventStates(t *testing.T) {
 		if rec[0].Inserted || rec[0].State != c.want {
 			t.Errorf("%s: a repeat delivery reports state %q (inserted %v), want %q", c.id, rec[0].State, rec[0].Inserted, c.want)
 		}
-		n, err := b.store.CountEvents(ctx, dedupe.EventFilter{State: c.want, Destinations: dests})
+		if d, err := b.store.GetEvent(ctx, "src", c.id); err != nil || d.State != c.want {
+			t.Errorf("%s: detail state %q (%v), want %q", c.id, d.State, err, c.want)
+		}
+		n, err := b.store.CountEvents(ctx, dedupe.EventFilter{State: c.want})
 		if err != nil || n.Matched < 1 || !n.Complete {
 			t.Errorf("%s: count with state %s = %+v, %v", c.id, c.want, n, err)
 		}
 	}
-	failed, err := b.store.ListEvents(ctx, dedupe.EventFilter{State: "failed", Destinations: dests})
+	failed, err := b.store.ListEvents(ctx, dedupe.EventFilter{State: "failed"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(failed.Events) != 1 || failed.Events[0].ExternalID != "e-failed" {
 		t.Errorf("state=failed listed %+v", failed.Events)
+	}
+
+	// A paused destination holds what would be queued or retrying: the
+	// listing, the detail and a run status filter say held, with why.
+	held := []dedupe.HeldDestination{{Source: "src", Destination: "a", Reason: "paused"}}
+	for id, want := range map[string]string{"e-retrying": "held", "e-queued": "held", "e-replayed": "held", "e-running": "running", "e-failed": "failed"} {
+		page, err := b.store.ListEvents(ctx, dedupe.EventFilter{IDPrefix: id, Held: held})
+		if err != nil || len(page.Events) != 1 || page.Events[0].State != want {
+			t.Errorf("%s with a paused: %+v (%v), want state %s", id, page.Events, err, want)
+		}
+	}
+	d, err := b.store.GetEvent(ctx, "src", "e-retrying", held...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range d.Runs {
+		if r.Destination == "a" && (r.Shown != "held" || r.HoldReason != "paused" || r.HoldUntil != nil) {
+			t.Errorf("run of a paused destination: %+v, want held (paused, until resumed)", r)
+		}
+	}
+	if d, err := b.store.GetEvent(ctx, "src", "e-held"); err != nil || d.Runs[0].Shown != "held" ||
+		d.Runs[0].HoldReason != "destination asked to wait (HTTP 429)" || d.Runs[0].HoldUntil == nil {
+		t.Errorf("a run the destination held: %+v (%v)", d.Runs, err)
+	}
+	if u := (dedupe.EventDetail{}); len(u.Unstarted()) != 0 {
+		t.Error("an empty detail has unstarted runs")
+	}
+	if d, err := b.store.GetEvent(ctx, "src", "e-half"); err != nil || len(d.Unstarted()) != 1 || d.Unstarted()[0].Destination != "b" ||
+		d.Unstarted()[0].Shown != "queued" {
+		t.Errorf("e-half's unstarted runs: %+v (%v), want b queued", d.Unstarted(), err)
+	}
+	byStatus, err := b.store.ListEvents(ctx, dedupe.EventFilter{Status: "held", RunDestination: "a", Held: held})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range byStatus.Events {
+		ids = append(ids, e.ExternalID)
+	}
+	slices.Sort(ids)
+	// e-received's a is planned, not started, and held by the pause too.
+	if want := []string{"e-held", "e-queued", "e-received", "e-replayed", "e-retrying"}; !slices.Equal(ids, want) {
+		t.Errorf("events with a's run held: %v, want %v", ids, want)
 	}
 }
 
@@ -151,7 +231,7 @@ func TestGetEventRunsAndAttempts(t *testing.T) {
 	c := mustClaim(t, b, claimReq("g1", 3, time.Minute), dedupe.Claimed)
 	mustFinish(t, b, "src:dst:g1", dedupe.Finish{Outcome: dedupe.OutcomePermanent, Call: c.Call, Called: true, StatusCode: 400, Error: "destination refused: HTTP 400"})
 
-	d, err := b.store.GetEvent(ctx, "src", "g1", 1)
+	d, err := b.store.GetEvent(ctx, "src", "g1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +244,7 @@ func TestGetEventRunsAndAttempts(t *testing.T) {
 	if string(d.Payload) != `{"id":"g1"}` {
 		t.Errorf("payload %q", d.Payload)
 	}
-	if _, err := b.store.GetEvent(ctx, "src", "nope", 1); !errors.Is(err, dedupe.ErrNotFound) {
+	if _, err := b.store.GetEvent(ctx, "src", "nope"); !errors.Is(err, dedupe.ErrNotFound) {
 		t.Errorf("missing event: %v, want ErrNotFound", err)
 	}
 }
@@ -283,14 +363,14 @@ func TestImportRecordOnly(t *testing.T) {
 	if pending, _, err := b.store.UnsettledEvents(ctx, dedupe.OutboxCursor{}, 0, 100); err != nil || len(pending) != 0 {
 		t.Errorf("recovery sees %v (%v)", pending, err)
 	}
-	d, err := b.store.GetEvent(ctx, "src", "r1", 2)
+	d, err := b.store.GetEvent(ctx, "src", "r1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.State != dedupe.StateRecordedOnly || !d.RecordedOnly || !d.ReceivedAt.Equal(at) || !d.LastReceivedAt.Equal(at) {
 		t.Errorf("detail: state %q, recorded only %v, received %s (last %s); want recorded_only at %s", d.State, d.RecordedOnly, d.ReceivedAt, d.LastReceivedAt, at)
 	}
-	page, err := b.store.ListEvents(ctx, dedupe.EventFilter{State: dedupe.StateRecordedOnly, Destinations: map[string]int{"src": 2}})
+	page, err := b.store.ListEvents(ctx, dedupe.EventFilter{State: dedupe.StateRecordedOnly})
 	if err != nil || len(page.Events) != 2 {
 		t.Fatalf("listing by state recorded_only: %+v, %v", page, err)
 	}
@@ -298,7 +378,7 @@ func TestImportRecordOnly(t *testing.T) {
 		t.Errorf("listing order %s, %s; want r2 (now) before r1 (2024)", page.Events[0].ExternalID, page.Events[1].ExternalID)
 	}
 
-	res, err := dedupe.RecordBatch(ctx, b.schema.Pool, []dedupe.Event{{Source: "src", ExternalID: "r1", Payload: []byte(`{"id":"r1"}`), Destinations: 2}})
+	res, err := dedupe.RecordBatch(ctx, b.schema.Pool, []dedupe.Event{{Source: "src", ExternalID: "r1", Payload: []byte(`{"id":"r1"}`), Plan: []string{"dst", "other"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +393,7 @@ func TestImportRecordOnly(t *testing.T) {
 	// alone; the other destination is not waiting.
 	mustClaim(t, b, dedupe.ClaimRequest{Key: "src:dst:r1", Source: "src", ExternalID: "r1", Destination: "dst",
 		Generation: 1, MaxAttempts: 4, Lease: time.Minute}, dedupe.Claimed)
-	if d, err := b.store.GetEvent(ctx, "src", "r1", 2); err != nil || d.State != dedupe.StatusRunning {
+	if d, err := b.store.GetEvent(ctx, "src", "r1"); err != nil || d.State != dedupe.StatusRunning {
 		t.Errorf("replayed recorded-only event: state %q (%v), want running", d.State, err)
 	}
 }
@@ -341,7 +421,7 @@ func TestAdminStatementsHaveATimeout(t *testing.T) {
 			return err
 		},
 		"get": func(ctx context.Context) error {
-			_, err := b.store.GetEvent(ctx, "src", "locked", 1)
+			_, err := b.store.GetEvent(ctx, "src", "locked")
 			return err
 		},
 		"force": func(ctx context.Context) error {

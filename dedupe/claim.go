@@ -14,6 +14,8 @@ const (
 	StatusFailed       = "failed"
 	StatusDead         = "dead"
 	StatusSkippedStale = "skipped_stale"
+	// StatusFiltered: a rule rejected the event at delivery time; settled.
+	StatusFiltered = "filtered"
 )
 
 // DefaultLease is how long a claimed run may stay running before recovery
@@ -140,6 +142,7 @@ WITH input AS (
             completed_at = NULL,
             lease_until = EXCLUDED.lease_until,
             held_until = NULL,
+            hold_reason = NULL,
             retry_at = NULL
         WHERE ((r.status = 'failed' AND NOT r.permanent)
                OR (r.status = 'running' AND r.held_until IS NOT NULL AND r.held_until <= now()))

@@ -28,6 +28,23 @@ type EventDetail struct {
 	Attempts []Attempt
 }
 
+// Unstarted returns the destinations the event was planned for that have
+// no run yet, each with its shown status (queued, or held by its
+// destination): a run waiting to start.
+func (d EventDetail) Unstarted() []Run {
+	var out []Run
+	for i, dest := range d.RunDestinations {
+		started := false
+		for _, r := range d.Runs {
+			started = started || r.Destination == dest
+		}
+		if !started && i < len(d.RunStatuses) {
+			out = append(out, Run{Destination: dest, Shown: d.RunStatuses[i]})
+		}
+	}
+	return out
+}
+
 // Run is one job_runs row.
 type Run struct {
 	Key         string
@@ -46,9 +63,39 @@ type Run struct {
 	CompletedAt *time.Time
 	LeaseUntil  *time.Time
 	HeldUntil   *time.Time
+	// RetryAt is when the run's next try is due (retrying, queued
+	// after a replay, held), or nil.
+	RetryAt *time.Time
 	// ReplayedBy and ReplayReason record who replayed the run and why.
 	ReplayedBy   string
 	ReplayReason string
+	// Shown is the status the run is shown with (state.go): what will
+	// happen next.
+	Shown string
+	// HoldReason says why a held run waits ("destination asked to wait
+	// (HTTP 429)", "order", "paused", "circuit open"); HoldUntil is when
+	// it goes on by itself (nil: until an operator resumes it).
+	HoldReason string
+	HoldUntil  *time.Time
+}
+
+// hold shows r held by its destination (HeldDestination) when it would
+// otherwise be queued or retrying: the rule shownStatusesSQL's CASE
+// applies to lists.
+func (r *Run) hold(held []HeldDestination, source string) {
+	if r.Shown != ShownQueued && r.Shown != ShownRetrying {
+		return
+	}
+	for _, h := range held {
+		if h.Source == source && h.Destination == r.Destination {
+			r.Shown, r.HoldReason, r.HoldUntil = ShownHeld, h.Reason, nil
+			if !h.Until.IsZero() {
+				u := h.Until
+				r.HoldUntil = &u
+			}
+			return
+		}
+	}
 }
 
 // Call states, as stored in delivery_attempts.state.
@@ -109,8 +156,9 @@ SELECT e.headers::text, e.payload, COALESCE(e.order_entity, ''), COALESCE(e.orde
 FROM events e WHERE e.source = $1 AND e.external_id = $2`
 
 const runColumns = `key, destination, generation, status, attempts, calls, max_attempts, permanent,
-       result, COALESCE(last_error, ''), created_at, started_at, completed_at, lease_until, held_until,
-       COALESCE(replayed_by, ''), COALESCE(replay_reason, '')`
+       result, COALESCE(last_error, ''), created_at, started_at, completed_at, lease_until, held_until, retry_at,
+       COALESCE(replayed_by, ''), COALESCE(replay_reason, ''),
+       webhookd_run_status(status, permanent, attempts, held_until), COALESCE(hold_reason, '')`
 
 const eventRunsSQL = `
 SELECT ` + runColumns + `
@@ -126,11 +174,10 @@ SELECT * FROM (
 ) a ORDER BY id`
 
 // GetEvent returns the event with its runs and attempt log, or
-// ErrNotFound. destinations is the number of configured destinations of
-// the event's source (for its state); 0 counts as 1. filters are the
-// destinations that filter by type (EventFilter.Filters). It returns
+// ErrNotFound. held are the destinations whose calls wait (paused,
+// circuit open): the runs they hold are shown held. It returns
 // ErrTooSlow past AdminStatementTimeout.
-func (s *Store) GetEvent(ctx context.Context, source, externalID string, destinations int, filters ...DestinationFilter) (EventDetail, error) {
+func (s *Store) GetEvent(ctx context.Context, source, externalID string, held ...HeldDestination) (EventDetail, error) {
 	var d EventDetail
 	err := s.adminTx(ctx, false, func(tx pgx.Tx) error {
 		d = EventDetail{}
@@ -140,7 +187,7 @@ func (s *Store) GetEvent(ctx context.Context, source, externalID string, destina
 			return err
 		}
 		d.Headers = []byte(headers)
-		q := newEventQuery(EventFilter{Source: source, Destinations: map[string]int{source: max(destinations, 1)}, Filters: filters}, nil)
+		q := newEventQuery(EventFilter{Source: source, Held: held}, nil)
 		q.where = append(q.where, "e.external_id = "+q.arg(externalID))
 		rows, err := tx.Query(ctx, q.withStateSQL(q.scanSQL(summaryColumns, "1")), q.args...)
 		if err != nil {
@@ -151,6 +198,9 @@ func (s *Store) GetEvent(ctx context.Context, source, externalID string, destina
 		}
 		if d.Runs, err = runs(ctx, tx, source, externalID); err != nil {
 			return err
+		}
+		for i := range d.Runs {
+			d.Runs[i].hold(held, source)
 		}
 		keys := make([]string, len(d.Runs))
 		for i, r := range d.Runs {
@@ -239,9 +289,12 @@ func scanRun(row pgx.Row) (Run, error) {
 	var r Run
 	err := row.Scan(&r.Key, &r.Destination, &r.Generation, &r.Status, &r.Attempts, &r.Calls, &r.MaxAttempts,
 		&r.Permanent, &r.Result, &r.LastError, &r.CreatedAt, &r.StartedAt, &r.CompletedAt, &r.LeaseUntil,
-		&r.HeldUntil, &r.ReplayedBy, &r.ReplayReason)
+		&r.HeldUntil, &r.RetryAt, &r.ReplayedBy, &r.ReplayReason, &r.Shown, &r.HoldReason)
 	if err != nil {
 		return Run{}, fmt.Errorf("error reading run: %w", err)
+	}
+	if r.Shown == ShownHeld {
+		r.HoldUntil = r.HeldUntil
 	}
 	return r, nil
 }

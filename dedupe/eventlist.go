@@ -35,11 +35,13 @@ type EventFilter struct {
 	// Type keeps events whose type matches this glob as a whole: "*"
 	// matches any run of characters, "/" and "." included.
 	Type string
-	// State keeps events in this state (see webhookd_event_state): received,
-	// queued, running, done, failed, dead, skipped_stale or recorded_only.
+	// State keeps events in this state (state.go): received, queued,
+	// running, retrying, held, done, failed, dead, skipped_stale or
+	// recorded_only.
 	State string
 	// Status keeps events with a latest run (highest generation of its
-	// destination) in this status; only RunDestination's run when set.
+	// destination) shown in this status (state.go); only RunDestination's
+	// run when set.
 	Status string
 	// RunDestination narrows Status to this destination's runs.
 	RunDestination string
@@ -47,13 +49,9 @@ type EventFilter struct {
 	Since time.Time
 	// Until keeps events first received before this time.
 	Until time.Time
-	// Destinations is the number of configured destinations per source,
-	// needed to tell "queued" (some destination has no run yet) from the
-	// rest. A source missing from the map counts one destination.
-	Destinations map[string]int
-	// Filters are the destinations that filter their source's events by
-	// type: an event's state does not count those that do not want it.
-	Filters []DestinationFilter
+	// Held are the destinations whose calls wait (paused, circuit open):
+	// their runs that would be queued or retrying are shown held.
+	Held []HeldDestination
 	// Cursor continues a listing from a previous page ([EventPage.Next]
 	// for older events, [EventPage.Prev] for newer ones). Empty starts
 	// with the newest event.
@@ -87,12 +85,23 @@ type EventSummary struct {
 	// RecordedOnly is true for an event imported as delivered elsewhere
 	// (ImportOptions.RecordOnly): nothing forwards it unless replayed.
 	RecordedOnly bool
-	// State is the event's state, from the latest run of each destination.
+	// Plan names the destinations that wanted the event when it was
+	// recorded; nil for an event recorded before plans were kept (its
+	// runs are its plan).
+	Plan []string
+	// State is the event's state (state.go).
 	State string
-	// RunStatuses lists the status of the latest run (highest generation)
-	// of each destination, by destination name.
-	RunStatuses []string
+	// RunStatuses lists the shown status of the latest run (highest
+	// generation) of each destination, and queued for each destination
+	// of its plan without a run; RunDestinations names their
+	// destinations, in the same order (by name).
+	RunStatuses     []string
+	RunDestinations []string
 }
+
+// PlanKept reports whether the event's plan was kept when it was
+// recorded (Plan may then be empty: no destination wanted it).
+func (e EventSummary) PlanKept() bool { return e.Plan != nil }
 
 // EventPage is one page of the admin listing, newest first.
 type EventPage struct {
@@ -134,10 +143,8 @@ func scanBudget(limit int) int {
 type eventQuery struct {
 	args  []any
 	where []string
-	// dests is the number of destinations per source, for states, and
-	// filters those that filter by type.
-	dests   map[string]int
-	filters []DestinationFilter
+	// held are the destinations whose calls wait, for states.
+	held []HeldDestination
 	// newer walks oldest first from the position (a page of newer
 	// events); else newest first.
 	newer bool
@@ -165,7 +172,7 @@ func (q *eventQuery) arg(v any) string {
 // newEventQuery starts a statement with the indexed conditions f sets,
 // and the position after (nil: from the newest event).
 func newEventQuery(f EventFilter, after *position) *eventQuery {
-	q := &eventQuery{dests: f.Destinations, filters: f.Filters}
+	q := &eventQuery{held: f.Held}
 	if f.Source != "" {
 		q.where = append(q.where, "e.source = "+q.arg(f.Source))
 	}
@@ -228,33 +235,26 @@ func (q *eventQuery) order(t string) string {
 var summaryColumns = `e.source, e.external_id, COALESCE(e.event_type, '') AS event_type, e.received_at,
        ` + lastReceivedSQL("e.source", "e.external_id") + ` AS last_received_at,
        ` + deliveriesSQL("e.source", "e.external_id") + ` AS deliveries, e.content_type,
-       length(e.payload) AS payload_bytes, e.recorded_only`
+       length(e.payload) AS payload_bytes, e.recorded_only, e.plan`
 
 // withStateSQL gives each row of the scan (the events of summaryColumns)
-// its state, from the latest run (highest generation) of each destination:
-// a forced replay that succeeded makes the event done even though the run
-// it replaced failed. A source missing from dests counts one destination.
+// its state and its runs' shown statuses (state.go): from the latest run
+// (highest generation) of each destination, so a forced replay that
+// succeeded makes the event done even though the run it replaced failed,
+// and a queued one for each planned destination without a run.
 func (q *eventQuery) withStateSQL(scan string) string {
-	srcs := make([]string, 0, len(q.dests))
-	counts := make([]int32, 0, len(q.dests))
-	for s, n := range q.dests {
-		srcs = append(srcs, s)
-		counts = append(counts, int32(n))
-	}
-	filtersCTE, unwanted := "", ""
-	if len(q.filters) > 0 {
-		fs, fd, fp := filterRows(q.filters)
-		filtersCTE = `, filters AS (SELECT * FROM unnest(` + q.arg(fs) + `::text[], ` + q.arg(fd) + `::text[], ` + q.arg(fp) + `::text[]) AS f(source, destination, pattern))`
-		unwanted = " - " + unwantedSQL("e.source", "e.external_id")
-	}
+	hs, hd, hr, hu := heldColumns(q.held)
 	return `
-WITH dests AS (SELECT * FROM unnest(` + q.arg(srcs) + `::text[], ` + q.arg(counts) + `::int[]) AS d(source, n))` + filtersCTE + `
-SELECT e.*, st.handed_off, st.statuses,
-       webhookd_event_state(st.handed_off, e.recorded_only, st.statuses,
-                            COALESCE((SELECT d.n FROM dests d WHERE d.source = e.source), 1)` + unwanted + `) AS state
+WITH ` + heldCTE(q.arg(hs), q.arg(hd), q.arg(hr), q.arg(hu)) + `
+SELECT e.*, st.handed_off, st.statuses, st.destinations,
+       webhookd_event_state(st.handed_off, e.recorded_only, st.has_runs, st.statuses) AS state
 FROM (` + scan + `) e
-CROSS JOIN LATERAL (SELECT NOT ` + outboxHasSQL("e.source", "e.external_id") + ` AS handed_off,
-                           ` + latestRunStatusesSQL("e.source", "e.external_id") + ` AS statuses) st`
+CROSS JOIN LATERAL (
+    SELECT NOT ` + outboxHasSQL("e.source", "e.external_id") + ` AS handed_off,
+           COALESCE(bool_or(sr.started), false) AS has_runs,
+           COALESCE(array_agg(sr.shown ORDER BY sr.destination), '{}') AS statuses,
+           COALESCE(array_agg(sr.destination ORDER BY sr.destination), '{}') AS destinations
+    FROM (` + shownRunsSQL("e.source", "e.external_id", "e.plan", true) + `) sr) st`
 }
 
 // postConditions are f's conditions over a row x of withStateSQL that no
@@ -269,11 +269,8 @@ func (q *eventQuery) postConditions(f EventFilter) []string {
 	}
 	switch {
 	case f.Status != "" && f.RunDestination != "":
-		// A scalar subquery with LIMIT is looked up per row through
-		// job_runs_event_idx; an EXISTS became a join over all runs.
-		conds = append(conds, `(SELECT r.status FROM job_runs r
-        WHERE r.source = x.source AND r.external_id = x.external_id AND r.destination = `+q.arg(f.RunDestination)+`
-        ORDER BY r.generation DESC LIMIT 1) = `+q.arg(f.Status))
+		conds = append(conds, `EXISTS (SELECT 1 FROM unnest(x.destinations, x.statuses) AS u(d, s)
+        WHERE u.d = `+q.arg(f.RunDestination)+` AND u.s = `+q.arg(f.Status)+`)`)
 	case f.Status != "":
 		conds = append(conds, q.arg(f.Status)+" = ANY(x.statuses)")
 	}
@@ -396,7 +393,7 @@ func (s *Store) ListEvents(ctx context.Context, f EventFilter) (EventPage, error
 func scanSummary(row pgx.CollectableRow) (EventSummary, error) {
 	var e EventSummary
 	err := row.Scan(&e.Source, &e.ExternalID, &e.EventType, &e.ReceivedAt, &e.LastReceivedAt, &e.Deliveries,
-		&e.ContentType, &e.PayloadBytes, &e.RecordedOnly, &e.HandedOff, &e.RunStatuses, &e.State)
+		&e.ContentType, &e.PayloadBytes, &e.RecordedOnly, &e.Plan, &e.HandedOff, &e.RunStatuses, &e.RunDestinations, &e.State)
 	return e, err
 }
 

@@ -69,6 +69,9 @@ type Finish struct {
 	Wait time.Duration
 	// Lease is added to Wait as a held run's lease.
 	Lease time.Duration
+	// HoldReason says why an OutcomeHold waits ("destination asked to
+	// wait (HTTP 429)", "order"): the run is shown held with it.
+	HoldReason string
 }
 
 // Answer is what a destination answered to one call, as kept in
@@ -106,9 +109,10 @@ type Finished struct {
 const finishSQL = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[],
-                         $7::float8[], $8::bigint[], $9::bool[], $10::bigint[], $11::text[], $12::bytea[], $13::bool[])
+                         $7::float8[], $8::bigint[], $9::bool[], $10::bigint[], $11::text[], $12::bytea[], $13::bool[],
+                         $14::text[])
         AS u(key, call, outcome, status_code, result, error, duration_ms, wait_ms, called, lease_ms,
-             answer_headers, answer_body, answer_truncated)
+             answer_headers, answer_body, answer_truncated, hold_reason)
 ), answered AS (
     -- The call's answer, and when its next try is due: after a hold, or
     -- after a failed attempt that leaves attempts (the same rule as
@@ -157,6 +161,7 @@ WITH input AS (
         retry_at = CASE WHEN l.outcome = 'hold' OR (l.outcome = 'retry' AND r.attempts + 1 < r.max_attempts)
                         THEN now() + l.wait_ms * interval '1 millisecond' END,
         held_until = CASE WHEN l.outcome = 'hold' THEN now() + l.wait_ms * interval '1 millisecond' END,
+        hold_reason = CASE WHEN l.outcome = 'hold' THEN NULLIF(l.hold_reason, '') END,
         lease_until = CASE WHEN l.outcome = 'hold' THEN now() + (l.wait_ms + l.lease_ms) * interval '1 millisecond' END,
         completed_at = CASE WHEN l.outcome = 'hold' OR (l.outcome = 'retry' AND r.attempts + 1 < r.max_attempts)
                             THEN NULL ELSE now() END
@@ -208,6 +213,7 @@ func finishBatch(ctx context.Context, db DB, reqs []finishRequest) ([]finishResu
 		aHeaders  = make([]string, n)
 		aBodies   = make([][]byte, n)
 		aTrunc    = make([]bool, n)
+		reasons   = make([]string, n)
 		index     = make(map[string]int, n)
 	)
 	for i, r := range reqs {
@@ -224,9 +230,10 @@ func finishBatch(ctx context.Context, db DB, reqs []finishRequest) ([]finishResu
 		durations[i] = float64(f.Duration.Microseconds()) / 1000
 		waits[i], called[i], leases[i] = f.Wait.Milliseconds(), f.Called, f.Lease.Milliseconds()
 		aHeaders[i], aBodies[i], aTrunc[i] = string(f.Answer.Headers), f.Answer.Body, f.Answer.Truncated
+		reasons[i] = f.HoldReason
 	}
 	rows, err := db.Query(ctx, finishSQL, keys, calls, outcomes, codes, results, errs, durations, waits, called, leases,
-		aHeaders, aBodies, aTrunc)
+		aHeaders, aBodies, aTrunc, reasons)
 	if err != nil {
 		return nil, fmt.Errorf("error finishing run: %w", err)
 	}

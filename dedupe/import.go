@@ -30,18 +30,20 @@ type ImportOptions struct {
 // and never turns a forwarded event into a recorded-only one or back).
 // New rows go in the relay's outbox, so the reconciler hands them to the
 // queue like any event no worker has claimed yet, unless they are
-// recorded only ($9). A NULL received_at ($8) means now. It names the
-// rows inserted.
+// recorded only ($9), which get no plan: a replay plans them. A NULL
+// received_at ($8) means now; $11 are the plans (Event.Plan,
+// comma-joined; NULL for none). It names the rows inserted.
 const importSQL = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[],
-                         $6::text[], $7::text[], $8::timestamptz[], $10::text[])
-        AS u(s, x, ct, h, p, oe, ov, at, t)
+                         $6::text[], $7::text[], $8::timestamptz[], $10::text[], $11::text[])
+        AS u(s, x, ct, h, p, oe, ov, at, t, pl)
 ), imported AS (
     INSERT INTO events (source, external_id, content_type, headers, payload, order_entity, order_version,
-                        received_at, last_received_at, recorded_only, event_type)
+                        received_at, last_received_at, recorded_only, event_type, plan)
     SELECT s, x, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, ''),
-           COALESCE(at, now()), COALESCE(at, now()), $9::boolean, NULLIF(t, '')
+           COALESCE(at, now()), COALESCE(at, now()), $9::boolean, NULLIF(t, ''),
+           CASE WHEN NOT $9::boolean THEN string_to_array(pl, ',') END
     FROM input ORDER BY s, x
     ON CONFLICT (source, external_id) DO NOTHING
     RETURNING source, external_id
@@ -64,6 +66,7 @@ func (s *Store) ImportEvents(ctx context.Context, events []ImportedEvent, opts I
 		payloads = make([][]byte, n)
 		at       = make([]*time.Time, n)
 		evTypes  = make([]string, n)
+		cols     eventColumns
 	)
 	for i := range events {
 		ev := &events[i]
@@ -76,8 +79,9 @@ func (s *Store) ImportEvents(ctx context.Context, events []ImportedEvent, opts I
 		if !ev.ReceivedAt.IsZero() {
 			at[i] = &ev.ReceivedAt
 		}
+		cols.add(&ev.Event)
 	}
-	rows, err := s.pool.Query(ctx, importSQL, sources, ids, types, headers, payloads, entities, versions, at, opts.RecordOnly, evTypes)
+	rows, err := s.pool.Query(ctx, importSQL, sources, ids, types, headers, payloads, entities, versions, at, opts.RecordOnly, evTypes, cols.plans)
 	if err != nil {
 		return nil, fmt.Errorf("error importing events: %w", err)
 	}

@@ -16,14 +16,17 @@ import (
 // table is in this file, except retention's delete of the rows of events
 // it deletes (retainEventsSQL).
 
-// EventRef names an event.
+// EventRef names an event, with what its hand-off needs to know.
 type EventRef struct {
 	Source     string
 	ExternalID string
 	// EventType is the event's type when the caller knows it ("" when
-	// unknown): the hand-off makes no run for a destination whose filter
-	// it matches none of.
+	// unknown).
 	EventType string
+	// Plan names the destinations the event gets a run for (Event.Plan);
+	// nil when it was recorded without one, and the hand-off plans it
+	// from its type ([Store.SetPlans] keeps that plan).
+	Plan []string
 }
 
 // outboxInsertSQL is the part of recordSQL that puts each new event of
@@ -70,8 +73,10 @@ SELECT o.source, o.external_id, o.received_at,
        ARRAY(SELECT r.destination FROM job_runs r
              WHERE r.source = o.source AND r.external_id = o.external_id AND r.generation = 1),
        ` + traceParentSQL("o.source", "o.external_id") + `,
-       (SELECT COALESCE(e.event_type, '') FROM events e WHERE e.source = o.source AND e.external_id = o.external_id)
+       e.event_type, e.plan
 FROM event_outbox o
+LEFT JOIN LATERAL (SELECT event_type, plan FROM events
+                   WHERE source = o.source AND external_id = o.external_id OFFSET 0) e ON true
 WHERE o.received_at < now() - $1 * interval '1 millisecond'
   AND o.received_at >= $2
   AND (o.received_at, o.source, o.external_id) > ($2, $3, $4)
@@ -94,7 +99,7 @@ func (s *Store) UnsettledEvents(ctx context.Context, after OutboxCursor, minAge 
 			ev  UnsettledEvent
 			typ *string
 		)
-		if err := rows.Scan(&ev.Source, &ev.ExternalID, &ev.ReceivedAt, &ev.Claimed, &ev.TraceParent, &typ); err != nil {
+		if err := rows.Scan(&ev.Source, &ev.ExternalID, &ev.ReceivedAt, &ev.Claimed, &ev.TraceParent, &typ, &ev.Plan); err != nil {
 			return nil, OutboxCursor{}, fmt.Errorf("error reading the outbox: %w", err)
 		}
 		if typ != nil {
@@ -153,4 +158,29 @@ func (s *Store) PendingCount(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("error counting pending events: %w", err)
 	}
 	return n, nil
+}
+
+// setPlansSQL keeps the plans ($3, comma-joined) of events ($1, $2)
+// recorded without one; a plan already kept stays.
+const setPlansSQL = `
+UPDATE events e SET plan = string_to_array(u.pl, ',')
+FROM unnest($1::text[], $2::text[], $3::text[]) AS u(s, x, pl)
+WHERE e.source = u.s AND e.external_id = u.x AND e.plan IS NULL`
+
+// SetPlans keeps the plan of each event of refs that was recorded
+// without one (an event recorded before plans were kept, or without a
+// plan): the hand-off planned it from the configuration it found, and
+// from then on its state is computed over that plan.
+func (s *Store) SetPlans(ctx context.Context, refs []EventRef) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	var cols eventColumns
+	for _, r := range refs {
+		cols.add(&Event{Source: r.Source, ExternalID: r.ExternalID, Plan: r.Plan})
+	}
+	if _, err := s.pool.Exec(ctx, setPlansSQL, cols.sources, cols.externalIDs, cols.plans); err != nil {
+		return fmt.Errorf("error keeping events' plans: %w", err)
+	}
+	return nil
 }

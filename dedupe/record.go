@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -25,12 +26,11 @@ type Event struct {
 	// OrderEntity and OrderVersion are set when the source orders events
 	// of one entity; both empty otherwise.
 	OrderEntity, OrderVersion string
-	// Destinations is the number of destinations of the source, for the
-	// state a repeat reports. 0 counts as 1.
-	Destinations int
-	// Unwanted is how many of them filter the event out by its type (no
-	// run is made for them): they do not count for its state.
-	Unwanted int
+	// Plan names the destinations that want the event (jobs.Routes.Plan,
+	// at recording): it gets a run for each, and its state is computed
+	// over them (state.go). nil leaves it to the hand-off, which plans it
+	// from the configuration it finds.
+	Plan []string
 	// ContentDigest, when set, is the digest of what the delivery's
 	// signature covers (verify.SignedDigest). A delivery whose digest an
 	// event of the source recorded under another id within that event's
@@ -76,9 +76,11 @@ type eventKey struct{ source, externalID string }
 type eventColumns struct {
 	sources, externalIDs, eventTypes, contentTypes, headers, entities, versions []string
 	payloads                                                                    [][]byte
-	// copies counts each event's copies (RecordBatch); destinations is the
-	// number of destinations of its source that want it.
-	copies, destinations []int32
+	// copies counts each event's copies (RecordBatch).
+	copies []int32
+	// plans are the events' plans, comma-joined (destination names hold
+	// no comma); nil for an event without one.
+	plans []*string
 	// digests and windows are the events' signed content digests (nil
 	// when unset) and their windows in milliseconds; signed is true when
 	// any is set.
@@ -103,7 +105,12 @@ func (c *eventColumns) add(ev *Event) {
 	c.entities = append(c.entities, ev.OrderEntity)
 	c.versions = append(c.versions, ev.OrderVersion)
 	c.copies = append(c.copies, 1)
-	c.destinations = append(c.destinations, int32(max(ev.Destinations, 1)-ev.Unwanted))
+	var plan *string
+	if ev.Plan != nil {
+		p := strings.Join(ev.Plan, ",")
+		plan = &p
+	}
+	c.plans = append(c.plans, plan)
 	c.digests = append(c.digests, ev.ContentDigest)
 	c.windows = append(c.windows, ev.ContentWindow.Milliseconds())
 	c.signed = c.signed || ev.ContentDigest != nil
@@ -113,7 +120,7 @@ func (c *eventColumns) add(ev *Event) {
 // args returns the columns as $1..$11 of eventsInputSQL.
 func (c *eventColumns) args() []any {
 	return []any{c.sources, c.externalIDs, c.copies, c.contentTypes, c.headers, c.payloads,
-		c.entities, c.versions, c.destinations, c.eventTypes, c.traceParents}
+		c.entities, c.versions, c.plans, c.eventTypes, c.traceParents}
 }
 
 // eventsInputSQL is the input rows of the event statements (args). They insert
@@ -122,8 +129,8 @@ func (c *eventColumns) args() []any {
 const eventsInputSQL = `
 input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bytea[],
-                         $7::text[], $8::text[], $9::int[], $10::text[], $11::text[])
-        AS u(s, x, d, ct, h, p, oe, ov, n, t, tp)
+                         $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])
+        AS u(s, x, d, ct, h, p, oe, ov, pl, t, tp)
 )`
 
 // recordSQL inserts many events at once and puts each new one in the
@@ -155,23 +162,26 @@ WITH ` + eventsInputSQL + `, ` + recordCTEsSQL("input") + recordReportSQL("")
 // it again (repeatsOfUnseenSQL).
 func recordCTEsSQL(from string) string {
 	return `known AS (
-    SELECT e.source, e.external_id, e.deliveries, e.recorded_only
+    SELECT e.source, e.external_id, e.deliveries, e.recorded_only, e.plan
     FROM ` + from + ` f CROSS JOIN LATERAL (
-        SELECT source, external_id, deliveries, recorded_only FROM events
+        SELECT source, external_id, deliveries, recorded_only, plan FROM events
         WHERE source = f.s AND external_id = f.x OFFSET 0) e
 ), inserted AS (
     INSERT INTO events AS e
-        (source, external_id, deliveries, content_type, headers, payload, order_entity, order_version, event_type, trace_parent)
-    SELECT s, x, d, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, ''), NULLIF(t, ''), NULLIF(tp, '') FROM ` + from + ` f
+        (source, external_id, deliveries, content_type, headers, payload, order_entity, order_version, event_type, trace_parent, plan)
+    SELECT s, x, d, ct, h::jsonb, p, NULLIF(oe, ''), NULLIF(ov, ''), NULLIF(t, ''), NULLIF(tp, ''), string_to_array(pl, ',')
+    FROM ` + from + ` f
     WHERE NOT EXISTS (SELECT 1 FROM known k WHERE k.source = f.s AND k.external_id = f.x)
     ORDER BY s, x
     ON CONFLICT (source, external_id) DO NOTHING
     RETURNING e.source, e.external_id, e.deliveries
 ), ` + countRepeatsSQL(from, "inserted") + `, recorded AS (
-    SELECT source, external_id, deliveries::bigint AS deliveries, true AS inserted, false AS recorded_only, true AS visible
+    SELECT source, external_id, deliveries::bigint AS deliveries, true AS inserted, false AS recorded_only, true AS visible,
+           NULL::text[] AS plan
     FROM inserted
     UNION ALL
-    SELECT p.source, p.external_id, COALESCE(k.deliveries, 0) + p.repeats, false, COALESCE(k.recorded_only, false), k.source IS NOT NULL
+    SELECT p.source, p.external_id, COALESCE(k.deliveries, 0) + p.repeats, false, COALESCE(k.recorded_only, false), k.source IS NOT NULL,
+           k.plan
     FROM repeated p LEFT JOIN known k ON k.source = p.source AND k.external_id = p.external_id
 ), queued AS (` + outboxInsertSQL + `
 ), checked AS (
@@ -188,17 +198,17 @@ SELECT r.source, r.external_id, r.deliveries, r.inserted, r.pending,
        -- A new event is 'received' (webhookd_event_state for an event
        -- not handed off, with no runs), written out: the function would
        -- only compute that constant, on the hot path, for every new event.
-       CASE WHEN r.inserted THEN 'received' ELSE ` + repeatStateSQL("r", "i.n") + ` END,
+       CASE WHEN r.inserted THEN 'received' ELSE ` + repeatStateSQL("r") + ` END,
        r.visible` + extra + `
 FROM checked r JOIN input i ON i.s = r.source AND i.x = r.external_id`
 }
 
 // repeatStateSQL is the state of the repeated event t (a row with
-// source, external_id, pending and recorded_only) of a source with n
-// destinations that want it.
-func repeatStateSQL(t, n string) string {
-	return `webhookd_event_state(NOT ` + t + `.pending, ` + t + `.recorded_only, ` +
-		latestRunStatusesSQL(t+".source", t+".external_id") + `, ` + n + `)`
+// source, external_id, plan, pending and recorded_only), as a sender's
+// repeat is answered with it: without the destinations' holds, which
+// only the admin surface knows.
+func repeatStateSQL(t string) string {
+	return eventStateSQL(t+".source", t+".external_id", t+".plan", t+".recorded_only", "NOT "+t+".pending")
 }
 
 // RecordBatch records events in one statement and returns one result per

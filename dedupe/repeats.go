@@ -36,19 +36,18 @@ func countRepeatsSQL(from, inserted string) string {
 
 // repeatsOfUnseenSQL reads what recordSQL could not for repeats whose
 // event committed after its snapshot: the event's own count ($1, $2:
-// keys; $3: destinations that want it), its pending hand-off and its
-// state. Such an event was written by a first delivery a moment ago and
+// keys), its pending hand-off and its state. Such an event was written by a first delivery a moment ago and
 // its count is final. A key whose event is gone (retention deleted it
 // between the insert's check and the count) reads as a lone delivery
 // with no runs.
 var repeatsOfUnseenSQL = `
-SELECT k.s, k.x, COALESCE(e.deliveries, 1), t.pending, ` + repeatStateSQL("t", "k.n") + `
-FROM unnest($1::text[], $2::text[], $3::int[]) AS k(s, x, n)
+SELECT k.s, k.x, COALESCE(e.deliveries, 1), t.pending, ` + repeatStateSQL("t") + `
+FROM unnest($1::text[], $2::text[]) AS k(s, x)
 LEFT JOIN LATERAL (
-    SELECT deliveries, recorded_only FROM events WHERE source = k.s AND external_id = k.x OFFSET 0
+    SELECT deliveries, recorded_only, plan FROM events WHERE source = k.s AND external_id = k.x OFFSET 0
 ) e ON true
 CROSS JOIN LATERAL (
-    SELECT k.s AS source, k.x AS external_id, COALESCE(e.recorded_only, false) AS recorded_only,
+    SELECT k.s AS source, k.x AS external_id, COALESCE(e.recorded_only, false) AS recorded_only, e.plan,
            ` + outboxHasSQL("k.s", "k.x") + ` AS pending
 ) t`
 
@@ -56,13 +55,13 @@ CROSS JOIN LATERAL (
 // (keys recordSQL counted as repeats without seeing their event) with
 // their event's own count, pending hand-off and state.
 func reportUnseenRepeats(ctx context.Context, db DB, cols *eventColumns, unseen []int, perKey []Recorded) error {
-	sources, ids, dests := make([]string, len(unseen)), make([]string, len(unseen)), make([]int32, len(unseen))
+	sources, ids := make([]string, len(unseen)), make([]string, len(unseen))
 	slot := make(map[eventKey]int, len(unseen))
 	for i, u := range unseen {
-		sources[i], ids[i], dests[i] = cols.sources[u], cols.externalIDs[u], cols.destinations[u]
+		sources[i], ids[i] = cols.sources[u], cols.externalIDs[u]
 		slot[eventKey{sources[i], ids[i]}] = u
 	}
-	rows, err := db.Query(ctx, repeatsOfUnseenSQL, sources, ids, dests)
+	rows, err := db.Query(ctx, repeatsOfUnseenSQL, sources, ids)
 	if err != nil {
 		return fmt.Errorf("error reading repeated events: %w", err)
 	}

@@ -19,8 +19,8 @@ package dedupe
 const eventsSignedInputSQL = `
 input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bytea[],
-                         $7::text[], $8::text[], $9::int[], $10::text[], $11::text[], $12::bytea[], $13::bigint[])
-        AS u(s, x, d, ct, h, p, oe, ov, n, t, tp, dg, dw)
+                         $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::bytea[], $13::bigint[])
+        AS u(s, x, d, ct, h, p, oe, ov, pl, t, tp, dg, dw)
 )`
 
 // recordSignedSQL is recordSQL for a batch with digests (RecordBatch has
@@ -41,7 +41,7 @@ WITH ` + eventsSignedInputSQL + `, signed AS (
             expires_at = CASE WHEN g.expires_at <= now() THEN EXCLUDED.expires_at ELSE g.expires_at END
     RETURNING g.source, g.digest, g.external_id
 ), copies AS (
-    SELECT i.s, i.x, i.n, g.external_id AS first
+    SELECT i.s, i.x, g.external_id AS first
     FROM input i JOIN signed g ON g.source = i.s AND g.digest = i.dg
     WHERE g.external_id <> i.x
 ), kept AS (
@@ -50,8 +50,7 @@ WITH ` + eventsSignedInputSQL + `, signed AS (
 UNION ALL
 SELECT c.s, c.x, COALESCE(` + deliveriesSQL("e.source", "e.external_id") + `, 1), false, false,
        CASE WHEN e.source IS NULL THEN 'received' ELSE
-           webhookd_event_state(NOT ` + outboxHasSQL("e.source", "e.external_id") + `, e.recorded_only,
-                                ` + latestRunStatusesSQL("e.source", "e.external_id") + `, c.n)
+           ` + eventStateSQL("e.source", "e.external_id", "e.plan", "e.recorded_only", "NOT "+outboxHasSQL("e.source", "e.external_id")) + `
        END,
        true, c.first
 FROM copies c LEFT JOIN events e ON e.source = c.s AND e.external_id = c.first`

@@ -1,10 +1,12 @@
 package dedupe
 
+import "time"
+
 // Event states, as reported for an event as a whole.
 const (
 	// StateReceived: recorded, hand-off to the queue not yet confirmed.
 	StateReceived = "received"
-	// StateQueued: in the queue, no run started for some destination.
+	// StateQueued: planned for a destination that has not started it.
 	StateQueued = "queued"
 	// StateRecordedOnly: imported as delivered elsewhere (webhookd import
 	// --record-only), with no runs: nothing forwards it unless an operator
@@ -12,55 +14,111 @@ const (
 	StateRecordedOnly = "recorded_only"
 )
 
-// latestRunStatusesSQL is an SQL expression: the status of the latest run
-// (highest generation) of each destination of the event named by the two
-// column expressions, as an array ('{}' without runs). With the
-// destination count and the recorded-only mark it is the input of
-// webhookd_event_state (migrations 0008 and 0017), the one rule for an
-// event's state: recorded_only for an event imported as delivered
-// elsewhere that has no run; received while its hand-off is pending and
-// it has no run; then the most pressing status (dead, failed, running);
-// queued while a destination has no run (never for a recorded-only event:
-// nothing will queue it); else done, or skipped_stale when every run was
-// skipped.
-func latestRunStatusesSQL(source, externalID string) string {
-	return `COALESCE((SELECT array_agg(l.status ORDER BY l.destination) FROM (
-        SELECT DISTINCT ON (lr.destination) lr.destination, lr.status
-        FROM job_runs lr
-        WHERE lr.source = ` + source + ` AND lr.external_id = ` + externalID + `
-        ORDER BY lr.destination, lr.generation DESC) l), '{}')`
-}
+// Shown statuses of a run, besides the stored ones (done, failed, dead,
+// skipped_stale, filtered, running): what will happen next.
+const (
+	// ShownQueued: planned or replayed, not started.
+	ShownQueued = "queued"
+	// ShownRetrying: the last try failed; the next is due at RetryAt.
+	ShownRetrying = "retrying"
+	// ShownHeld: waiting on the destination (HoldReason) until HoldUntil;
+	// no attempt spent.
+	ShownHeld = "held"
+)
 
-// DestinationFilter is a destination that filters the events of its
-// source by type: it makes no run for an event whose type matches none of
-// Like (SQL LIKE patterns, as internal/glob writes them), nor for an
-// event without a type, and such an event's state does not count it.
-type DestinationFilter struct {
+// The one rule for what a run and an event are shown as, everywhere
+// (API, page, CLI, metrics):
+//
+//   - A run's shown status is webhookd_run_status (migration 0022) of
+//     what is stored: running with held_until set is held (hold_reason
+//     says why: the destination asked to wait, or the entity's order);
+//     failed, not permanent, with no failed attempt in its budget is
+//     queued (a replay waiting for a worker); failed, not permanent, is
+//     retrying; any other status is itself. A run whose destination the
+//     operator paused, or whose circuit is open, is held too while it
+//     would otherwise be queued or retrying (Held, passed by the caller
+//     that knows the destinations' states).
+//   - An event's state is webhookd_event_state over the shown statuses
+//     of its latest runs (highest generation per destination) and a
+//     queued (or held) one for each destination of its plan without a
+//     run: failed or dead first, then retrying, held, running, queued;
+//     received while it has no run and its hand-off is pending;
+//     recorded_only for an import recorded as delivered elsewhere with no
+//     run; else done (skipped_stale when every run was skipped).
+//
+// The plan is events.plan, kept when the event was recorded; a NULL plan
+// (recorded before plans were kept) is the destinations its runs name.
+
+// HeldDestination is a destination whose calls wait whatever a run
+// says: paused by an operator, or its circuit open.
+type HeldDestination struct {
 	Source, Destination string
-	// Like are the filter's patterns as SQL LIKE patterns (escape \).
-	Like []string
+	// Reason is "paused" or "circuit open".
+	Reason string
+	// Until is when the hold ends by itself (the circuit's cooldown), or
+	// zero (paused: until resumed).
+	Until time.Time
 }
 
-// filterRows returns filters as three columns, one row per pattern.
-func filterRows(filters []DestinationFilter) (sources, dests, patterns []string) {
-	for _, f := range filters {
-		for _, p := range f.Like {
-			sources, dests, patterns = append(sources, f.Source), append(dests, f.Destination), append(patterns, p)
+// heldColumns returns held as four columns for unnest.
+func heldColumns(held []HeldDestination) (sources, dests, reasons []string, until []*time.Time) {
+	for _, h := range held {
+		sources, dests, reasons = append(sources, h.Source), append(dests, h.Destination), append(reasons, h.Reason)
+		var u *time.Time
+		if !h.Until.IsZero() {
+			t := h.Until
+			u = &t
 		}
+		until = append(until, u)
 	}
-	return sources, dests, patterns
+	return sources, dests, reasons, until
 }
 
-// unwantedSQL is an SQL expression: how many destinations of the CTE
-// filters(source, destination, pattern) do not want the event named by
-// the two column expressions, by its type (a NULL type is wanted by
-// none). The configured count less this is what webhookd_event_state
-// takes for an event.
-func unwantedSQL(source, externalID string) string {
-	return `(SELECT count(*)::int FROM (
-        SELECT 1 FROM filters f
-        WHERE f.source = ` + source + `
-        GROUP BY f.destination
-        HAVING NOT COALESCE(bool_or((SELECT ev.event_type FROM events ev
-                                     WHERE ev.source = ` + source + ` AND ev.external_id = ` + externalID + `) LIKE f.pattern), false)) u)`
+// heldCTE is the CTE "held(source, destination, reason, until)" over the
+// four array parameters p1..p4.
+func heldCTE(p1, p2, p3, p4 string) string {
+	return `held AS (SELECT * FROM unnest(` + p1 + `::text[], ` + p2 + `::text[], ` + p3 + `::text[], ` + p4 + `::timestamptz[])
+        AS h(source, destination, reason, until))`
 }
+
+// shownRunsSQL is a query of (destination, shown, started): the shown status of
+// the latest run of each destination of the event (source, externalID,
+// plan: SQL expressions), and 'queued' for each destination of its plan
+// without a run. With held true, the CTE "held" (heldCTE) holds the runs
+// of its destinations that would be queued or retrying.
+func shownRunsSQL(source, externalID, plan string, held bool) string {
+	shown := "s.shown"
+	join := ""
+	if held {
+		shown = "CASE WHEN h.destination IS NOT NULL AND s.shown IN ('queued', 'retrying') THEN 'held' ELSE s.shown END"
+		join = " LEFT JOIN held h ON h.source = " + source + " AND h.destination = s.destination"
+	}
+	// Each part is looked up per event through job_runs_event_idx: OFFSET
+	// 0 keeps the planner from flattening them into a join that, with a
+	// page of many events, reads all of job_runs.
+	return `SELECT s.destination, ` + shown + ` AS shown, s.started FROM (
+        (SELECT DISTINCT ON (lr.destination) lr.destination,
+                webhookd_run_status(lr.status, lr.permanent, lr.attempts, lr.held_until) AS shown, true AS started
+         FROM job_runs lr
+         WHERE lr.source = ` + source + ` AND lr.external_id = ` + externalID + `
+         ORDER BY lr.destination, lr.generation DESC OFFSET 0)
+        UNION ALL
+        SELECT p.d, 'queued', false FROM unnest(` + plan + `) AS p(d)
+        WHERE p.d <> ALL (ARRAY(SELECT pr.destination FROM job_runs pr
+                                WHERE pr.source = ` + source + ` AND pr.external_id = ` + externalID + `))
+    ) s` + join
+}
+
+// eventStateSQL is an SQL expression: the state of the event (source,
+// externalID, plan, recordedOnly: SQL expressions) whose hand-off is
+// done when handedOff (an SQL expression) holds, without the
+// destinations' holds (the admin listing adds them, withStateSQL).
+func eventStateSQL(source, externalID, plan, recordedOnly, handedOff string) string {
+	return `(SELECT webhookd_event_state(` + handedOff + `, ` + recordedOnly + `, ` + shownAggregates + `)
+        FROM (` + shownRunsSQL(source, externalID, plan, false) + `) sr)`
+}
+
+// shownAggregates are the last two arguments of webhookd_event_state
+// over the rows sr of shownRunsSQL: whether the event has runs, and their
+// shown statuses (by destination).
+const shownAggregates = `COALESCE(bool_or(sr.started), false), COALESCE(array_agg(sr.shown ORDER BY sr.destination), '{}')`

@@ -150,7 +150,7 @@ func (s *Server) receive(c echo.Context, name string, log *slog.Logger) received
 	if rec.Pending && s.handoff != nil {
 		// Also for a repeat: a hand-off cut short by a crash or a
 		// cancelled request is retried now instead of at the next scan.
-		s.handoff.Notify(ctx, name, id, ev.EventType)
+		s.handoff.Notify(ctx, dedupe.EventRef{Source: name, ExternalID: id, EventType: ev.EventType, Plan: ev.Plan})
 	}
 	if rec.CopyOf != "" {
 		// A copy of a recorded delivery under another id (the id is not
@@ -191,14 +191,13 @@ func newEvent(name string, src Source, h http.Header, body []byte) (dedupe.Event
 		return dedupe.Event{}, err
 	}
 	ev := dedupe.Event{
-		Source:       name,
-		ExternalID:   id,
-		EventType:    eventType,
-		Unwanted:     src.unwanted(eventType),
-		ContentType:  ct,
-		Headers:      headers,
-		Payload:      body,
-		Destinations: src.Destinations,
+		Source:      name,
+		ExternalID:  id,
+		EventType:   eventType,
+		Plan:        src.plan(eventType),
+		ContentType: ct,
+		Headers:     headers,
+		Payload:     body,
 	}
 	if src.OrderEntity != nil && src.OrderVersion != nil {
 		entity, errE := src.OrderEntity.Extract(idHeader, body)
@@ -235,13 +234,14 @@ func extractEventType(src Source, h http.Header, body []byte) (string, error) {
 	}
 }
 
-// unwanted counts the source's destinations that do not want an event of
-// eventType (PlanFunc leaves them out).
-func (src Source) unwanted(eventType string) int {
+// plan names the source's destinations that want an event of eventType:
+// the event gets a run for each, and its state is computed over them. A
+// source without PlanFunc leaves planning to the hand-off (nil).
+func (src Source) plan(eventType string) []string {
 	if src.PlanFunc == nil {
-		return 0
+		return nil
 	}
-	return src.Destinations - len(src.PlanFunc(eventType))
+	return src.PlanFunc(eventType)
 }
 
 // readBody reads the body once, refusing more than limit bytes.

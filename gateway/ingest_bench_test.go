@@ -30,7 +30,7 @@ func (r benchRecorder) Record(context.Context, dedupe.Event) (dedupe.Recorded, e
 
 type benchHandoff struct{}
 
-func (benchHandoff) Notify(context.Context, string, string, string) {}
+func (benchHandoff) Notify(context.Context, dedupe.EventRef) {}
 
 // benchBody is a reusable request body.
 type benchBody struct{ bytes.Reader }
@@ -83,7 +83,7 @@ func BenchmarkIngest(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			srv := gateway.New(gateway.Config{
 				Sources: map[string]gateway.Source{"stripe": {Scheme: verify.SchemeStripe,
-					Verifier: v, EventID: ex, Destinations: 1}},
+					Verifier: v, EventID: ex, PlanFunc: func(string) []string { return []string{"sink"} }}},
 				Logger:         slog.New(slog.NewJSONHandler(io.Discard, nil)),
 				Now:            func() time.Time { return now },
 				TracerProvider: tc.tracer,
@@ -137,7 +137,7 @@ func BenchmarkIngestParallel(b *testing.B) {
 	ex, _ := eventid.Parse("json:id")
 	srv := gateway.New(gateway.Config{
 		Sources: map[string]gateway.Source{"stripe": {Scheme: verify.SchemeStripe,
-			Verifier: v, EventID: ex, Destinations: 1}},
+			Verifier: v, EventID: ex, PlanFunc: func(string) []string { return []string{"sink"} }}},
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		Now:    func() time.Time { return now },
 	}, benchRecorder{dedupe.Recorded{Inserted: true, Deliveries: 1, Pending: true}}, benchHandoff{})

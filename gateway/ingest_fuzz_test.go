@@ -51,7 +51,7 @@ func FuzzIngestEdge(f *testing.F) {
 	}
 	srv := gateway.New(gateway.Config{
 		Sources: map[string]gateway.Source{"fuzz": {
-			Scheme: vcfg.Scheme, Verifier: v, EventID: *parse("header:X-Event-Id"), Destinations: 1,
+			Scheme: vcfg.Scheme, Verifier: v, EventID: *parse("header:X-Event-Id"),
 			OrderEntity: parse("header:X-Entity"), OrderVersion: parse("header:X-Version"),
 			SignatureHeader: vcfg.WithDefaults().Header, ContentWindow: time.Hour,
 		}},

@@ -284,7 +284,7 @@ func TestPostgresUnreachable(t *testing.T) {
 	id, _ := eventid.Parse("json:id")
 	var notified atomic.Int64
 	srv := gateway.New(gateway.Config{
-		Sources:  map[string]gateway.Source{"stripe": {Scheme: "stripe", Verifier: v, EventID: id, Destinations: 1}},
+		Sources:  map[string]gateway.Source{"stripe": {Scheme: "stripe", Verifier: v, EventID: id}},
 		Registry: prometheus.NewRegistry(),
 	}, batcher, notifyFunc(func(string, string) { notified.Add(1) }))
 
@@ -308,7 +308,7 @@ func TestPostgresUnreachable(t *testing.T) {
 
 type notifyFunc func(source, id string)
 
-func (f notifyFunc) Notify(_ context.Context, source, id, _ string) { f(source, id) }
+func (f notifyFunc) Notify(_ context.Context, ref dedupe.EventRef) { f(ref.Source, ref.ExternalID) }
 
 // TestRepeatResumesAnInterruptedHandOff: an event committed whose hand-off
 // never happened (the request was cancelled right after the commit) is

@@ -29,7 +29,7 @@ type recorder interface {
 // ctx carries the request's span, the hand-off's parent when tracing is
 // on.
 type handoff interface {
-	Notify(ctx context.Context, source, eventID, eventType string)
+	Notify(ctx context.Context, ref dedupe.EventRef)
 }
 
 // Check is a readiness check: nil when the dependency answers.

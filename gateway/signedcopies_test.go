@@ -63,7 +63,7 @@ func startCopies(t *testing.T, window time.Duration) *copiesBundle {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sources[cs.name] = gateway.Source{Scheme: cs.cfg.Scheme, Verifier: v, EventID: id, Destinations: 1, ContentWindow: window}
+		sources[cs.name] = gateway.Source{Scheme: cs.cfg.Scheme, Verifier: v, EventID: id, ContentWindow: window}
 	}
 	srv := httptest.NewServer(gateway.New(gateway.Config{Sources: sources, Registry: prometheus.NewRegistry(),
 		Logger: logtest.New(t, 0)}, batcher, nil))

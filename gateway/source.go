@@ -32,8 +32,6 @@ type Source struct {
 	// OrderEntity and OrderVersion, when set, extract the ordering guard's
 	// inputs.
 	OrderEntity, OrderVersion *eventid.Extractor
-	// Destinations is how many destinations the source has (for states).
-	Destinations int
 	// PlanFunc says which of the source's destinations want an event of
 	// a type (jobs.Routes.Plan, the one routing answer); nil: all of them.
 	PlanFunc func(eventType string) []string
@@ -91,8 +89,6 @@ type SourceOptions struct {
 	// are kept that long) and is the default window where the scheme has
 	// one.
 	Retention time.Duration
-	// Destinations is how many destinations the source has.
-	Destinations int
 	// PlanFunc is Source.PlanFunc.
 	PlanFunc func(eventType string) []string
 	// ForwardHeaders are the headers the source's destinations forward
@@ -112,7 +108,7 @@ func NewSource(spec SourceSpec, opts SourceOptions) (Source, error) {
 		add(field.Prefix("", err))
 	}
 	src := Source{
-		Scheme: spec.Verify.Scheme, Verifier: v, Destinations: opts.Destinations, PlanFunc: opts.PlanFunc,
+		Scheme: spec.Verify.Scheme, Verifier: v, PlanFunc: opts.PlanFunc,
 		SignatureHeader: spec.Verify.WithDefaults().Header,
 	}
 	for _, name := range opts.ForwardHeaders {

@@ -45,7 +45,7 @@ func TestIngestTrace(t *testing.T) {
 	)
 	newServer := func(tp trace.TracerProvider) *gateway.Server {
 		return gateway.New(gateway.Config{
-			Sources:        map[string]gateway.Source{"stripe": {Scheme: "stripe", Verifier: v, EventID: id, Destinations: 1}},
+			Sources:        map[string]gateway.Source{"stripe": {Scheme: "stripe", Verifier: v, EventID: id}},
 			Registry:       prometheus.NewRegistry(),
 			TracerProvider: tp,
 		}, batcher, handoffFunc(func(ctx context.Context) {
@@ -145,4 +145,4 @@ func TestIngestTrace(t *testing.T) {
 
 type handoffFunc func(ctx context.Context)
 
-func (f handoffFunc) Notify(ctx context.Context, _, _, _ string) { f(ctx) }
+func (f handoffFunc) Notify(ctx context.Context, _ dedupe.EventRef) { f(ctx) }

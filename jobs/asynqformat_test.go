@@ -197,7 +197,7 @@ func TestEnqueueEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(unrouted) != 1 || unrouted[0] != refs[0] {
+		if len(unrouted) != 1 || unrouted[0].ExternalID != refs[0].ExternalID {
 			t.Fatalf("unrouted %v, want %v", unrouted, refs[:1])
 		}
 		if n := r.Client.LLen(testCtx(t), pending).Val(); n != 2 {

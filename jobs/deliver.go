@@ -44,6 +44,9 @@ type callResult struct {
 	// label, when set, replaces the settlement's metric label and names
 	// the reason in its log line (a hold because the entity is busy).
 	label string
+	// holdReason says why an OutcomeHold waits; the run is shown held
+	// with it.
+	holdReason string
 	// answer is what the destination answered, kept with the call.
 	answer dedupe.Answer
 }
@@ -241,6 +244,7 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 		out.outcome = dedupe.OutcomeHold
 		out.wait = retryAfter
 		out.err = fmt.Sprintf("destination asked to wait: HTTP %d", code)
+		out.holdReason = fmt.Sprintf("destination asked to wait (HTTP %d)", code)
 	case code == http.StatusRequestTimeout || code >= 500:
 		out.outcome = dedupe.OutcomeRetry
 		out.err = fmt.Sprintf("destination answered HTTP %d", code)

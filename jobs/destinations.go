@@ -44,6 +44,8 @@ type Destinations struct {
 
 	mu     sync.RWMutex
 	paused map[destinationRef]dedupe.Pause
+	// held are the destinations paused or open as of the last read.
+	held []dedupe.HeldDestination
 }
 
 type destinationRef struct{ source, destination string }
@@ -87,11 +89,18 @@ func (d *Destinations) Run(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			d.cfg.Logger.DebugContext(ctx, "could not read destination pauses or states", slog.String("error", err.Error()))
 		}
+		var held []dedupe.HeldDestination
 		for _, st := range list {
 			if st.State != "unknown" {
 				d.cfg.Metrics.destinationState(st.Source, st.Destination, st.DestinationState)
 			}
+			if h, ok := st.hold(); ok {
+				held = append(held, h)
+			}
 		}
+		d.mu.Lock()
+		d.held = held
+		d.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return
@@ -129,6 +138,32 @@ func (d *Destinations) refresh(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// Held returns the destinations whose calls wait whatever a run says
+// (paused, circuit open), as of the last read (every Interval): the
+// event views show the runs they hold as held, with the reason.
+func (d *Destinations) Held() []dedupe.HeldDestination {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.held
+}
+
+// hold says whether st holds its calls, and how.
+func (st DestinationStatus) hold() (dedupe.HeldDestination, bool) {
+	h := dedupe.HeldDestination{Source: st.Source, Destination: st.Destination}
+	switch st.State {
+	case "paused":
+		h.Reason = "paused"
+	case "open":
+		h.Reason = "circuit open"
+		if !st.LastFailure.IsZero() {
+			h.Until = st.LastFailure.Add(st.Circuit.Cooldown)
+		}
+	default:
+		return h, false
+	}
+	return h, true
 }
 
 // DestinationStatus is one destination as the operator sees it.

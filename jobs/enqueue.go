@@ -127,8 +127,16 @@ func (e *Enqueuer) EnqueueEvents(ctx context.Context, refs []dedupe.EventRef) (u
 			unrouted = append(unrouted, ref)
 			continue
 		}
-		for _, name := range e.routes.Plan(ref.Source, ref.EventType) {
-			t, err := e.newDeliverTask(DeliverPayload{Source: ref.Source, EventID: ref.ExternalID, Destination: name}, dests[name])
+		plan := ref.Plan
+		if plan == nil {
+			plan = e.routes.Plan(ref.Source, ref.EventType)
+		}
+		for _, name := range plan {
+			dest, configured := dests[name]
+			if !configured {
+				continue // removed since the event was planned
+			}
+			t, err := e.newDeliverTask(DeliverPayload{Source: ref.Source, EventID: ref.ExternalID, Destination: name}, dest)
 			if err != nil {
 				return unrouted, err
 			}

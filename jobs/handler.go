@@ -234,7 +234,8 @@ func (h *Handler) guard(ctx context.Context, log *slog.Logger, p DeliverPayload,
 		// Poll every second: the other call usually ends long before its
 		// hold (a lease) would. Not an attempt.
 		wait := max(min(time.Until(v.BusyUntil), time.Second), 100*time.Millisecond)
-		return nil, callResult{outcome: dedupe.OutcomeHold, wait: wait, err: "another event of the entity is in flight", label: "entity_busy"}, false
+		return nil, callResult{outcome: dedupe.OutcomeHold, wait: wait, err: "another event of the entity is in flight", label: "entity_busy",
+			holdReason: "order"}, false
 	case dedupe.VersionStale:
 		log.InfoContext(ctx, "a newer version was already forwarded", slog.String("newest", v.Newest))
 		return nil, callResult{outcome: dedupe.OutcomeStale}, false

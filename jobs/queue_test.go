@@ -405,7 +405,7 @@ func TestRelayFastPathLingers(t *testing.T) {
 		t.Parallel()
 		f := startFastPath(t, time.Hour)
 		for i := range 5 {
-			f.relay.Notify(context.Background(), "src", fmt.Sprintf("evt_%d", i), "")
+			f.relay.Notify(context.Background(), dedupe.EventRef{Source: "src", ExternalID: fmt.Sprintf("evt_%d", i)})
 		}
 		f.stop() // the lingering batch goes out at the stop
 		if got := fmt.Sprint(f.calls.batches()); got != "[5]" {
@@ -419,7 +419,7 @@ func TestRelayFastPathLingers(t *testing.T) {
 		t.Parallel()
 		f := startFastPath(t, time.Millisecond)
 		for i := range 5 {
-			f.relay.Notify(context.Background(), "src", fmt.Sprintf("evt_%d", i), "")
+			f.relay.Notify(context.Background(), dedupe.EventRef{Source: "src", ExternalID: fmt.Sprintf("evt_%d", i)})
 			pipelinetest.Eventually(t, 10*time.Second, "the event enqueued", func() bool { return f.calls.total() == i+1 })
 		}
 		f.stop()
@@ -437,7 +437,7 @@ func TestRelayFastPathLingers(t *testing.T) {
 func TestRelayStopWhileLingering(t *testing.T) {
 	t.Parallel()
 	f := startFastPath(t, time.Hour)
-	f.relay.Notify(context.Background(), "src", "evt_1", "")
+	f.relay.Notify(context.Background(), dedupe.EventRef{Source: "src", ExternalID: "evt_1"})
 	time.Sleep(200 * time.Millisecond) // the fast path is lingering now
 	f.stop()
 	if got := fmt.Sprint(f.calls.batches()); got != "[1]" {

@@ -20,6 +20,7 @@ type reconcileStore interface {
 	DueRuns(ctx context.Context, after dedupe.RunCursor, slack time.Duration, limit int) ([]dedupe.UnsettledRun, dedupe.RunCursor, error)
 	UnsettledEvents(ctx context.Context, after dedupe.OutboxCursor, minAge time.Duration, limit int) ([]dedupe.UnsettledEvent, dedupe.OutboxCursor, error)
 	SettleEvents(ctx context.Context, refs []dedupe.EventRef) error
+	SetPlans(ctx context.Context, refs []dedupe.EventRef) error
 	PendingCount(ctx context.Context) (int64, error)
 }
 
@@ -284,17 +285,25 @@ func (r *Reconciler) outbox(ctx context.Context, rep *PassReport, deadline time.
 		}
 		orphanedBefore := r.cfg.Now().Add(-r.cfg.Orphaned)
 		var (
-			settled []dedupe.EventRef
-			tasks   []pendingTask
+			settled, planned []dedupe.EventRef
+			tasks            []pendingTask
 		)
 		for _, ev := range events {
-			if _, ok := r.enqueuer.routes[ev.Source]; !ok {
+			dests, ok := r.enqueuer.routes[ev.Source]
+			if !ok {
 				unrouted++
 				continue
 			}
+			if ev.Plan == nil {
+				// Recorded before plans were kept: planned now, once.
+				ev.Plan = r.enqueuer.routes.Plan(ev.Source, ev.EventType)
+				planned = append(planned, ev.EventRef)
+			}
 			missing := 0
-			for _, name := range r.enqueuer.routes.Plan(ev.Source, ev.EventType) {
-				if slices.Contains(ev.Claimed, name) {
+			for _, name := range ev.Plan {
+				if _, configured := dests[name]; !configured || slices.Contains(ev.Claimed, name) {
+					// A destination removed since the event was planned
+					// gets nothing more; its runs stay visible.
 					continue
 				}
 				missing++
@@ -307,6 +316,9 @@ func (r *Reconciler) outbox(ctx context.Context, rep *PassReport, deadline time.
 			if missing == 0 {
 				settled = append(settled, ev.EventRef)
 			}
+		}
+		if err := r.store.SetPlans(ctx, planned); err != nil {
+			return err
 		}
 		if err := r.ensure(ctx, rep, tasks, "event not claimed"); err != nil {
 			return err

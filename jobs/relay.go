@@ -79,12 +79,12 @@ func NewRelay(enqueuer *Enqueuer, cfg RelayConfig) *Relay {
 	}
 }
 
-// Notify asks for a just-committed event of type eventType ("" when
-// unknown) to be enqueued. It never blocks: when the fast path is full the
-// event is left to the reconciler. With tracing on, the hand-off is a span
-// of the trace of ctx's span.
-func (r *Relay) Notify(ctx context.Context, source, eventID, eventType string) {
-	n := notified{ref: dedupe.EventRef{Source: source, ExternalID: eventID, EventType: eventType}}
+// Notify asks for a just-committed event to be enqueued, one task per
+// destination of its plan. It never blocks: when the fast path is full
+// the event is left to the reconciler. With tracing on, the hand-off is a
+// span of the trace of ctx's span.
+func (r *Relay) Notify(ctx context.Context, ref dedupe.EventRef) {
+	n := notified{ref: ref}
 	if r.tracer != nil {
 		n.span, n.at = trace.SpanContextFromContext(ctx), time.Now()
 	}
@@ -138,13 +138,14 @@ func (r *Relay) drainFast(batch []notified) {
 // BatchSize, each event once: the copies of one event that arrive
 // together (a sender's burst of retries) are handed off once.
 func (r *Relay) collect(ctx context.Context, batch []notified, linger time.Duration) []notified {
-	seen := make(map[dedupe.EventRef]bool, len(batch))
+	type event struct{ source, id string }
+	seen := make(map[event]bool, len(batch))
 	for _, n := range batch {
-		seen[n.ref] = true
+		seen[event{n.ref.Source, n.ref.ExternalID}] = true
 	}
 	add := func(n notified) {
-		if !seen[n.ref] {
-			seen[n.ref] = true
+		if k := (event{n.ref.Source, n.ref.ExternalID}); !seen[k] {
+			seen[k] = true
 			batch = append(batch, n)
 		}
 	}

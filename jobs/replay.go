@@ -53,7 +53,7 @@ const (
 // eventReader reads the events a replay acts on; *dedupe.Store satisfies
 // it.
 type eventReader interface {
-	GetEvent(ctx context.Context, source, externalID string, destinations int, filters ...dedupe.DestinationFilter) (dedupe.EventDetail, error)
+	GetEvent(ctx context.Context, source, externalID string, held ...dedupe.HeldDestination) (dedupe.EventDetail, error)
 	ListEvents(ctx context.Context, f dedupe.EventFilter) (dedupe.EventPage, error)
 	CountEvents(ctx context.Context, f dedupe.EventFilter) (dedupe.EventCount, error)
 }
@@ -190,15 +190,15 @@ func (r *Replayer) Replay(ctx context.Context, req ReplayRequest) (ReplayResult,
 		}
 		dests = []string{req.Destination}
 	}
-	ev, err := r.store.GetEvent(ctx, req.Source, req.EventID, len(r.routes[req.Source]), r.routes.DestinationFilters()...)
+	ev, err := r.store.GetEvent(ctx, req.Source, req.EventID)
 	if err != nil {
 		return res, err
 	}
 	if req.Destination == "" {
-		// Every destination means every one that wants the event's
-		// type; a destination named on purpose is replayed whatever its
-		// filter says.
-		dests = r.routes.Plan(req.Source, ev.EventType)
+		// Every destination means every one the event was planned for;
+		// a destination named on purpose is replayed whatever its plan
+		// or filter says (a backfill, when it was added since).
+		dests = r.plan(ev)
 	}
 	latest := latestRuns(ev.Runs)
 	log := loggerFrom(ctx, r.log).With(slog.String("source", req.Source), slog.String("event_id", req.EventID),
@@ -219,6 +219,28 @@ func (r *Replayer) Replay(ctx context.Context, req ReplayRequest) (ReplayResult,
 		res.Runs = append(res.Runs, rr)
 	}
 	return res, enqueueErr
+}
+
+// plan returns the configured destinations ev was planned for: its plan
+// as kept, or, for an event recorded before plans were kept (or recorded
+// only, by an import), the destinations its runs name, or, without runs,
+// the configuration's answer for its type.
+func (r *Replayer) plan(ev dedupe.EventDetail) []string {
+	plan := ev.Plan
+	if plan == nil {
+		for _, run := range ev.Runs {
+			if !slices.Contains(plan, run.Destination) {
+				plan = append(plan, run.Destination)
+			}
+		}
+		if plan == nil {
+			plan = r.routes.Plan(ev.Source, ev.EventType)
+		}
+	}
+	return slices.DeleteFunc(slices.Clone(plan), func(d string) bool {
+		_, configured := r.routes[ev.Source][d]
+		return !configured
+	})
 }
 
 // latestRuns returns the run of the highest generation per destination.

@@ -4,8 +4,6 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/webhookd/webhookd/dedupe"
-	"github.com/webhookd/webhookd/internal/glob"
 )
 
 // Routes maps a source name to its destinations by name.
@@ -34,41 +32,4 @@ func (r Routes) DestinationNames(source string) ([]string, error) {
 		return nil, ErrUnknownSource
 	}
 	return slices.Sorted(maps.Keys(dests)), nil
-}
-
-// DestinationCounts returns how many destinations each source has (what
-// dedupe's event state needs to tell queued from done).
-func (r Routes) DestinationCounts() map[string]int {
-	m := make(map[string]int, len(r))
-	for source, dests := range r {
-		m[source] = len(dests)
-	}
-	return m
-}
-
-// DestinationFilters returns the destinations that filter by event type,
-// with their patterns as SQL LIKE patterns (what dedupe's event states
-// need to leave out the destinations an event is not for).
-func (r Routes) DestinationFilters() []dedupe.DestinationFilter {
-	var out []dedupe.DestinationFilter
-	for source, dests := range r {
-		for name, d := range dests {
-			if d.Filter != nil {
-				out = append(out, dedupe.DestinationFilter{Source: source, Destination: name, Like: d.Filter.Like()})
-			}
-		}
-	}
-	return out
-}
-
-// SourceFilters returns the filters of source's destinations that filter
-// by event type (gateway.Source.Filters).
-func (r Routes) SourceFilters(source string) []glob.Filter {
-	var out []glob.Filter
-	for _, d := range r[source] {
-		if d.Filter != nil {
-			out = append(out, d.Filter)
-		}
-	}
-	return out
 }

@@ -77,7 +77,7 @@ func (h *Handler) settle(ctx context.Context, log *slog.Logger, p DeliverPayload
 	fin, err := h.finish(ctx, log, p.Key(), dedupe.Finish{
 		Outcome: res.outcome, Call: claim.Call, Called: res.called,
 		StatusCode: res.statusCode, Result: res.result, Error: res.err, Duration: res.duration, Answer: res.answer,
-		Wait: res.wait, Lease: h.cfg.Lease,
+		Wait: res.wait, Lease: h.cfg.Lease, HoldReason: res.holdReason,
 	})
 	if errors.Is(err, dedupe.ErrClaimLost) {
 		// The lease passed and the run was handed on: its new holder

@@ -173,8 +173,8 @@ func TestRelayHandOffSpan(t *testing.T) {
 	ctx, cancel := context.WithCancel(testCtx(t))
 	done := make(chan struct{})
 	go func() { defer close(done); relay.Run(ctx) }()
-	relay.Notify(trace.ContextWithSpanContext(context.Background(), tr.ingest), "src", "evt_1", "")
-	relay.Notify(context.Background(), "src", "evt_2", "")
+	relay.Notify(trace.ContextWithSpanContext(context.Background(), tr.ingest), dedupe.EventRef{Source: "src", ExternalID: "evt_1"})
+	relay.Notify(context.Background(), dedupe.EventRef{Source: "src", ExternalID: "evt_2"})
 	pipelinetest.Eventually(t, 10*time.Second, "both events enqueued", func() bool {
 		return r.Client.LLen(testCtx(t), "asynq:{"+r.Queue+"}:pending").Val() == 2
 	})

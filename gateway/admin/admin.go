@@ -23,7 +23,7 @@ import (
 type eventStore interface {
 	ListEvents(ctx context.Context, f dedupe.EventFilter) (dedupe.EventPage, error)
 	CountEvents(ctx context.Context, f dedupe.EventFilter) (dedupe.EventCount, error)
-	GetEvent(ctx context.Context, source, externalID string, destinations int, filters ...dedupe.DestinationFilter) (dedupe.EventDetail, error)
+	GetEvent(ctx context.Context, source, externalID string, held ...dedupe.HeldDestination) (dedupe.EventDetail, error)
 }
 
 // Config configures the admin surface.
@@ -103,10 +103,6 @@ type Admin struct {
 	auth    *authenticator
 	log     *slog.Logger
 	pages   map[string]*template.Template
-	// destCounts and destFilters are what dedupe's event states need of
-	// cfg.Routes, derived once: the routes are fixed for the Admin's life.
-	destCounts  map[string]int
-	destFilters []dedupe.DestinationFilter
 }
 
 // New returns the admin surface on events (*dedupe.Store in production),
@@ -120,16 +116,22 @@ func New(events eventStore, replays replayer, cfg Config) *Admin {
 		auth:    newAuthenticator(cfg),
 		log:     cfg.Logger,
 		pages:   parsePages(),
-
-		destCounts:  cfg.Routes.DestinationCounts(),
-		destFilters: cfg.Routes.DestinationFilters(),
 	}
 }
 
-// eventDetail returns one event's detail with its state as the configured
-// routes make it.
+// held returns the destinations whose calls wait (paused, circuit
+// open): the event views show the runs they hold as held.
+func (a *Admin) held() []dedupe.HeldDestination {
+	if a.cfg.Destinations == nil {
+		return nil
+	}
+	return a.cfg.Destinations.Held()
+}
+
+// eventDetail returns one event's detail, its runs shown as what will
+// happen next.
 func (a *Admin) eventDetail(ctx context.Context, source, id string) (dedupe.EventDetail, error) {
-	return a.events.GetEvent(ctx, source, id, a.destCounts[source], a.destFilters...)
+	return a.events.GetEvent(ctx, source, id, a.held()...)
 }
 
 // Mode returns the admin's access mode: ModeOff, ModeToken or

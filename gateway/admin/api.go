@@ -33,15 +33,23 @@ type EventJSON struct {
 	HandedOff      bool      `json:"handed_off"`
 	// RecordedOnly marks an event imported as delivered elsewhere:
 	// nothing forwards it unless it is replayed.
-	RecordedOnly bool     `json:"recorded_only"`
-	RunStatuses  []string `json:"run_statuses"`
+	RecordedOnly bool `json:"recorded_only"`
+	// Plan names the destinations the event was planned for when it was
+	// recorded (absent for events recorded before plans were kept).
+	Plan []string `json:"plan,omitempty"`
+	// RunStatuses are the shown statuses of its destinations' latest runs
+	// (queued for a planned destination without one); RunDestinations
+	// names them, in the same order.
+	RunStatuses     []string `json:"run_statuses"`
+	RunDestinations []string `json:"run_destinations"`
 }
 
 func toEventJSON(e dedupe.EventSummary) EventJSON {
 	return EventJSON{
 		Source: e.Source, EventID: e.ExternalID, EventType: e.EventType, State: e.State, ReceivedAt: e.ReceivedAt,
 		LastReceivedAt: e.LastReceivedAt, Deliveries: e.Deliveries, ContentType: e.ContentType,
-		PayloadBytes: e.PayloadBytes, HandedOff: e.HandedOff, RecordedOnly: e.RecordedOnly, RunStatuses: nonNil(e.RunStatuses),
+		PayloadBytes: e.PayloadBytes, HandedOff: e.HandedOff, RecordedOnly: e.RecordedOnly, Plan: e.Plan,
+		RunStatuses: nonNil(e.RunStatuses), RunDestinations: nonNil(e.RunDestinations),
 	}
 }
 
@@ -72,10 +80,22 @@ type EventDetailJSON struct {
 
 // RunJSON is one run of an event in EventDetailJSON.
 type RunJSON struct {
-	Key          string          `json:"key"`
-	Destination  string          `json:"destination"`
-	Generation   int             `json:"generation"`
-	Status       string          `json:"status"`
+	Key         string `json:"key"`
+	Destination string `json:"destination"`
+	Generation  int    `json:"generation"`
+	// Status is what will happen next (queued, running, retrying, held,
+	// done, filtered, skipped_stale, failed, dead); StoredStatus is the
+	// job_runs status it is shown from.
+	Status       string `json:"status"`
+	StoredStatus string `json:"stored_status"`
+	// HoldReason says why a held run waits; HoldUntil when it goes on by
+	// itself (absent: until resumed).
+	HoldReason string     `json:"hold_reason,omitempty"`
+	HoldUntil  *time.Time `json:"hold_until,omitempty"`
+	// NextTryAt is when a retrying or queued run's next try is due.
+	NextTryAt *time.Time `json:"next_try_at,omitempty"`
+	// Attempts counts the failed attempts spent of MaxAttempts (failures
+	// and crashes; a hold spends none); Calls counts every call.
 	Attempts     int             `json:"attempts"`
 	Calls        int             `json:"calls"`
 	MaxAttempts  int             `json:"max_attempts"`
@@ -131,13 +151,18 @@ func toDetailJSON(d dedupe.EventDetail) EventDetailJSON {
 		out.PayloadBase64 = base64.StdEncoding.EncodeToString(d.Payload)
 	}
 	for _, r := range d.Runs {
-		out.Runs = append(out.Runs, RunJSON{
-			Key: r.Key, Destination: r.Destination, Generation: r.Generation, Status: r.Status,
+		rj := RunJSON{
+			Key: r.Key, Destination: r.Destination, Generation: r.Generation, Status: r.Shown, StoredStatus: r.Status,
+			HoldReason: r.HoldReason, HoldUntil: r.HoldUntil,
 			Attempts: r.Attempts, Calls: r.Calls, MaxAttempts: r.MaxAttempts, Permanent: r.Permanent,
 			Result: json.RawMessage(r.Result), LastError: r.LastError, CreatedAt: r.CreatedAt,
 			StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, HeldUntil: r.HeldUntil,
 			ReplayedBy: r.ReplayedBy, ReplayReason: r.ReplayReason,
-		})
+		}
+		if r.Shown == dedupe.ShownRetrying || r.Shown == dedupe.ShownQueued {
+			rj.NextTryAt = r.RetryAt
+		}
+		out.Runs = append(out.Runs, rj)
 	}
 	for _, at := range d.Attempts {
 		aj := AttemptJSON{

@@ -40,6 +40,18 @@ func parsePages() map[string]*template.Template {
 			return ""
 		},
 		"join": strings.Join,
+		// fromNow says when t is from now, in words: "in 12 s", "3 min ago".
+		"fromNow": func(t *time.Time) string {
+			if t == nil {
+				return ""
+			}
+			d := time.Until(*t)
+			s := durationWords(d.Abs())
+			if d >= 0 {
+				return "in " + s
+			}
+			return s + " ago"
+		},
 		"answerBody": func(a dedupe.Answer) string {
 			s := showPayload(a.Body)
 			if a.Truncated {
@@ -333,4 +345,18 @@ type refusedPage struct {
 	// how to turn it on.
 	Off     bool
 	Message string
+}
+
+// durationWords writes d for people, to the unit that matters: "12 s",
+// "4 min", "3 h", "2 d".
+func durationWords(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return strconv.Itoa(int(d.Round(time.Second)/time.Second)) + " s"
+	case d < time.Hour:
+		return strconv.Itoa(int(d.Round(time.Minute)/time.Minute)) + " min"
+	case d < 48*time.Hour:
+		return strconv.Itoa(int(d.Round(time.Hour)/time.Hour)) + " h"
+	}
+	return strconv.Itoa(int(d/(24*time.Hour))) + " d"
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/internal/textfield"
 	"github.com/webhookd/webhookd/jobs"
 )
@@ -23,6 +24,7 @@ type destinationControl interface {
 	List(ctx context.Context) ([]jobs.DestinationStatus, error)
 	Pause(ctx context.Context, source, destination, by, reason string) (jobs.DestinationStatus, error)
 	Resume(ctx context.Context, source, destination, by string) (jobs.DestinationStatus, error)
+	Held() []dedupe.HeldDestination
 }
 
 // DestinationJSON is one destination in the API (GET /admin/destinations).

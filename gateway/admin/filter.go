@@ -46,18 +46,19 @@ func checkText(inputs ...textInput) error {
 	return nil
 }
 
-// States lists the event states a filter may name, in the order the
-// browser offers them.
+// States lists the event states a filter may name, most pressing first
+// (dedupe/state.go), as the browser offers them.
 var States = []string{
-	dedupe.StateReceived, dedupe.StateQueued, dedupe.StatusRunning, dedupe.StatusDone,
-	dedupe.StatusFailed, dedupe.StatusDead, dedupe.StatusSkippedStale, dedupe.StateRecordedOnly,
+	dedupe.StatusFailed, dedupe.StatusDead, dedupe.ShownRetrying, dedupe.ShownHeld, dedupe.StatusRunning,
+	dedupe.StateQueued, dedupe.StateReceived, dedupe.StatusDone, dedupe.StatusSkippedStale, dedupe.StateRecordedOnly,
 }
 
 func validState(s string) bool { return slices.Contains(States, s) }
 
-// RunStatuses lists the run statuses a filter may name (status=).
+// RunStatuses lists the shown run statuses a filter may name (status=).
 var RunStatuses = []string{
-	dedupe.StatusRunning, dedupe.StatusDone, dedupe.StatusFailed, dedupe.StatusDead, dedupe.StatusSkippedStale,
+	dedupe.ShownQueued, dedupe.StatusRunning, dedupe.ShownRetrying, dedupe.ShownHeld, dedupe.StatusDone,
+	dedupe.StatusFiltered, dedupe.StatusSkippedStale, dedupe.StatusFailed, dedupe.StatusDead,
 }
 
 // filterInput is an event filter as the API's query or JSON, the page's
@@ -127,7 +128,7 @@ func (a *Admin) eventFilter(in filterInput, now time.Time) (dedupe.EventFilter, 
 	in.Q, in.Type = strings.TrimSpace(in.Q), strings.TrimSpace(in.Type)
 	f := dedupe.EventFilter{
 		Source: in.Source, State: in.State, IDPrefix: in.Q, Type: in.Type, Status: in.Status,
-		Destinations: a.destCounts, Filters: a.destFilters,
+		Held: a.held(),
 	}
 	if err := checkText(textInput{"source", in.Source, maxNameBytes}, textInput{"q", in.Q, maxIDBytes},
 		textInput{"type", in.Type, maxIDBytes}, textInput{"destination", in.Destination, maxNameBytes}); err != nil {

@@ -73,6 +73,39 @@ func printEventList(w io.Writer, page admin.EventListJSON) error {
 	return nil
 }
 
+// runStatus says what will happen next to r: its shown status, why and
+// until when it is held, when a retrying run tries again.
+func runStatus(r admin.RunJSON) string {
+	s := r.Status
+	switch {
+	case r.HoldReason != "" && r.HoldUntil != nil:
+		s += fmt.Sprintf(" (%s, until %s, %s)", r.HoldReason, r.HoldUntil.UTC().Format(time.DateTime), fromNow(*r.HoldUntil))
+	case r.HoldReason != "":
+		s += " (" + r.HoldReason + ", until resumed)"
+	case r.NextTryAt != nil && r.Status == "retrying":
+		s += " (next try " + fromNow(*r.NextTryAt) + ")"
+	}
+	return s
+}
+
+// fromNow says when t is, from now: "in 12s", "3m0s ago".
+func fromNow(t time.Time) string {
+	d := time.Until(t).Round(time.Second)
+	if d >= 0 {
+		return "in " + d.String()
+	}
+	return (-d).String() + " ago"
+}
+
+func hasRun(runs []admin.RunJSON, dest string) bool {
+	for _, r := range runs {
+		if r.Destination == dest {
+			return true
+		}
+	}
+	return false
+}
+
 // handedOff says whether an event's tasks are in the queue.
 func handedOff(e admin.EventJSON) string {
 	switch {
@@ -101,9 +134,12 @@ func printEvent(w io.Writer, d admin.EventDetailJSON) error {
 	if d.TraceID != "" {
 		fmt.Fprintf(w, "trace       %s\n", d.TraceID)
 	}
+	if len(d.Plan) > 0 {
+		fmt.Fprintf(w, "planned for %s\n", strings.Join(d.Plan, ", "))
+	}
 	fmt.Fprintln(w, "\nruns:")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  KEY\tGEN\tSTATUS\tATTEMPTS\tCALLS\tREPLAYED BY\tRESULT / LAST ERROR")
+	fmt.Fprintln(tw, "  KEY\tGEN\tSTATUS\tFAILED ATTEMPTS\tCALLS\tREPLAYED BY\tRESULT / LAST ERROR")
 	for _, r := range d.Runs {
 		note := r.LastError
 		if r.Result != nil {
@@ -113,7 +149,12 @@ func printEvent(w io.Writer, d admin.EventDetailJSON) error {
 		if r.ReplayReason != "" {
 			by += " (" + r.ReplayReason + ")"
 		}
-		fmt.Fprintf(tw, "  %s\t%d\t%s\t%d/%d\t%d\t%s\t%s\n", r.Key, r.Generation, r.Status, r.Attempts, r.MaxAttempts, r.Calls, by, note)
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%d/%d\t%d\t%s\t%s\n", r.Key, r.Generation, runStatus(r), r.Attempts, r.MaxAttempts, r.Calls, by, note)
+	}
+	for i, dest := range d.RunDestinations {
+		if !hasRun(d.Runs, dest) && i < len(d.RunStatuses) {
+			fmt.Fprintf(tw, "  (%s: not started)\t\t%s\t\t0\t\tplanned, waiting for a worker\n", dest, d.RunStatuses[i])
+		}
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\nattempts:")
