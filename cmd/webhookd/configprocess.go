@@ -33,20 +33,14 @@ func (s sourceConf) verifyConfig() verify.Config {
 }
 
 // contentWindow is the source's duplicate_content_window, by default
-// retention for twilio and 0 (off) for every other scheme. Twilio signs
-// every form parameter, and each of its requests names the message or
-// call it is about (its SID) and what happened to it (status, sequence
-// number), so two distinct Twilio events never share signed content.
-// GitHub and Shopify sign only the body, whose timestamps have second
-// precision: a change undone and redone within a second (a label removed
-// and added again, a product set back and forth) can send byte-identical
-// bodies as distinct events, and the guard would drop the later one.
-// Other schemes sign their id or leave it to the operator.
+// retention where the scheme's sender signs no id and never sends two
+// events with the same signed content (verify.Defaults.ContentGuard),
+// else 0 (off).
 func (s sourceConf) contentWindow(retention time.Duration) time.Duration {
 	if s.DuplicateContentWindow != nil {
 		return s.DuplicateContentWindow.std()
 	}
-	if s.Verify.Scheme == verify.SchemeTwilio {
+	if verify.SchemeDefaults(s.Verify.Scheme).ContentGuard {
 		return retention
 	}
 	return 0
