@@ -195,7 +195,7 @@ func newEvent(name string, src Source, h http.Header, body []byte) (dedupe.Event
 		Unwanted:     unwanted(src.Filters, eventType),
 		ContentType:  ct,
 		Headers:      headers,
-		Payload:      body,
+		Payload:      verify.StoredBody(src.Verifier, body),
 		Destinations: src.Destinations,
 	}
 	if src.OrderEntity != nil && src.OrderVersion != nil {

@@ -125,3 +125,16 @@ func NewSource(spec SourceSpec) (Source, error) {
 	src.OrderEntity, src.OrderVersion = &entity, &version
 	return src, nil
 }
+
+// SignatureHeaders returns each source's SignatureHeader, by source
+// name, for the sources that have one: what MaskHeaders needs to show a
+// forwarded signature header masked on the admin pages.
+func SignatureHeaders(sources map[string]Source) map[string]string {
+	out := make(map[string]string)
+	for name, src := range sources {
+		if src.SignatureHeader != "" {
+			out[name] = src.SignatureHeader
+		}
+	}
+	return out
+}

@@ -57,6 +57,10 @@ type Config struct {
 	// Routes are the configured sources and their destinations, for the
 	// filters and the pages (the Replayer has its own).
 	Routes jobs.Routes
+	// SignatureHeaders are the sources' own signature headers whose names
+	// do not say so (gateway.SignatureHeaders), by source: shown masked
+	// where a destination forwards them and so they are stored as sent.
+	SignatureHeaders map[string]string
 	// Dashboard, when set, is served at /admin/queues/ behind the same
 	// check (see NewDashboard).
 	Dashboard http.Handler
