@@ -101,4 +101,3 @@ func discordTestKey(t *testing.T) string {
 	}
 	return hex.EncodeToString(pub)
 }
-
