@@ -16,6 +16,7 @@ import (
 	"github.com/webhookd/webhookd"
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/admin"
+	"github.com/webhookd/webhookd/internal/termsafe"
 	"github.com/webhookd/webhookd/migrations"
 )
 
@@ -133,6 +134,7 @@ func eventsListCommand() *cobra.Command {
 // printEventList prints a page of events as a table, with the count and
 // the cursors to the pages around it.
 func printEventList(w io.Writer, page admin.EventListJSON) error {
+	w = termsafe.NewWriter(w) // ids and types come from senders
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RECEIVED (UTC)\tSOURCE\tEVENT ID\tTYPE\tSTATE\tDELIVERIES\tRUNS")
 	for _, e := range page.Events {
@@ -198,6 +200,7 @@ func handedOff(e admin.EventJSON) string {
 }
 
 func printEvent(w io.Writer, d admin.EventDetailJSON) error {
+	w = termsafe.NewWriter(w) // payloads and answers come from senders and destinations
 	ts := func(t *time.Time) string {
 		if t == nil {
 			return "-"
