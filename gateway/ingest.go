@@ -60,7 +60,15 @@ func (s *Server) ingest(c echo.Context) error {
 			bodyPool.Put(buf)
 		}
 	}()
-	if err := readBody(buf, req, s.cfg.MaxBodyBytes); err != nil {
+	held, err := readBody(buf, req, s.cfg.MaxBodyBytes, s.bodies)
+	defer s.bodies.give(held)
+	if err != nil {
+		if errors.Is(err, ErrBusy) {
+			s.metrics.observe(name, "rejected_busy", time.Since(start))
+			log.WarnContext(ctx, "webhook refused: the bodies in flight hold the server's budget; answering 503", slog.Int64("max_body_bytes_in_flight", s.cfg.MaxBodyBytesInFlight))
+			c.Response().Header().Set("Retry-After", "1")
+			return err
+		}
 		if !errors.Is(err, ErrBodyTooLarge) {
 			s.metrics.observe(name, "rejected_unreadable", time.Since(start))
 			return echo.NewHTTPError(http.StatusBadRequest, "could not read body")
@@ -244,20 +252,24 @@ func unwanted(filters []glob.Filter, eventType string) int {
 	return n
 }
 
-// readBody reads the body once, refusing more than limit bytes.
-func readBody(buf *bytes.Buffer, req *http.Request, limit int64) error {
+// readBody reads the body once, refusing more than limit bytes, into buf,
+// which grows as bytes arrive (never to a declared Content-Length before
+// they do). Each byte read is held against budget: it returns how many it
+// holds, to give back when the request is answered, and ErrBusy when the
+// budget ran out.
+func readBody(buf *bytes.Buffer, req *http.Request, limit int64, budget *bodyBudget) (held int64, err error) {
 	if req.ContentLength > limit {
-		return ErrBodyTooLarge
+		return 0, ErrBodyTooLarge
 	}
-	if req.ContentLength > 0 {
-		buf.Grow(int(req.ContentLength))
+	r := &budgetReader{r: io.LimitReader(req.Body, limit+1), budget: budget}
+	n, err := buf.ReadFrom(r)
+	switch {
+	case errors.Is(err, ErrBusy):
+		return r.held, err
+	case err != nil:
+		return r.held, fmt.Errorf("error reading body: %w", err)
+	case n > limit:
+		return r.held, ErrBodyTooLarge
 	}
-	n, err := buf.ReadFrom(io.LimitReader(req.Body, limit+1))
-	if err != nil {
-		return fmt.Errorf("error reading body: %w", err)
-	}
-	if n > limit {
-		return ErrBodyTooLarge
-	}
-	return nil
+	return r.held, nil
 }
