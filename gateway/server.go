@@ -211,13 +211,22 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// readyz runs the readiness checks at once, each within the same 2s: a
+// dependency that hangs answers "unreachable" at the deadline, not after
+// the others' time added up.
 func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
+	errs := make([]error, len(s.cfg.Readiness))
+	var wg sync.WaitGroup
+	for i, chk := range s.cfg.Readiness {
+		wg.Go(func() { errs[i] = chk.Func(ctx) })
+	}
+	wg.Wait()
 	status := map[string]string{}
 	code := http.StatusOK
-	for _, chk := range s.cfg.Readiness {
-		if err := chk.Func(ctx); err != nil {
+	for i, chk := range s.cfg.Readiness {
+		if errs[i] != nil {
 			status[chk.Name] = "unreachable"
 			code = http.StatusServiceUnavailable
 			continue
