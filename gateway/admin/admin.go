@@ -52,8 +52,13 @@ type Config struct {
 	// SessionTTL is how long a browser's sign-in lasts (the session
 	// cookie's Max-Age, also checked by the server). Defaults to 12h.
 	SessionTTL time.Duration
-	// Now returns the time for session expiry. Defaults to time.Now.
+	// Now returns the time for session expiry and the throttle. Defaults
+	// to time.Now.
 	Now func() time.Time
+	// WrongTokenBurst is how many wrong tokens or sessions a client
+	// address may present before it is answered 429; one more try comes
+	// back every 3s (throttle.go). Defaults to 10.
+	WrongTokenBurst int
 	// Routes are the configured sources and their destinations, for the
 	// filters and the pages (the Replayer has its own).
 	Routes jobs.Routes
@@ -89,6 +94,9 @@ func (c Config) WithDefaults() Config {
 	if c.SessionTTL <= 0 {
 		c.SessionTTL = 12 * time.Hour
 	}
+	if c.WrongTokenBurst <= 0 {
+		c.WrongTokenBurst = defaultWrongTokenBurst
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -105,8 +113,10 @@ type Admin struct {
 	replays replayer
 	cfg     Config
 	auth    *authenticator
-	log     *slog.Logger
-	pages   map[string]*template.Template
+	// throttle counts wrong tokens by client address (throttle.go).
+	throttle *throttle
+	log      *slog.Logger
+	pages    map[string]*template.Template
 	// destCounts and destFilters are what dedupe's event states need of
 	// cfg.Routes, derived once: the routes are fixed for the Admin's life.
 	destCounts  map[string]int
@@ -118,12 +128,13 @@ type Admin struct {
 func New(events eventStore, replays replayer, cfg Config) *Admin {
 	cfg = cfg.WithDefaults()
 	return &Admin{
-		events:  events,
-		replays: replays,
-		cfg:     cfg,
-		auth:    newAuthenticator(cfg),
-		log:     cfg.Logger,
-		pages:   parsePages(),
+		events:   events,
+		replays:  replays,
+		cfg:      cfg,
+		auth:     newAuthenticator(cfg),
+		throttle: newThrottle(cfg.WrongTokenBurst, cfg.Now, cfg.Logger),
+		log:      cfg.Logger,
+		pages:    parsePages(),
 
 		destCounts:  cfg.Routes.DestinationCounts(),
 		destFilters: cfg.Routes.DestinationFilters(),
