@@ -17,6 +17,8 @@ import (
 	"unicode"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/webhookd/webhookd/gateway"
 )
 
 // Access modes of the admin surface, as Admin.Mode reports them and the
@@ -259,7 +261,7 @@ func (a *Admin) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		key := clientKey(r)
 		if counted {
 			if wait := a.throttle.wait(key); wait > 0 {
-				a.throttle.refused(r.Context(), key)
+				a.throttle.refuse(r.Context(), key, refusedThrottled, http.StatusTooManyRequests, gateway.RequestAttrs(c))
 				return a.tooMany(c, wait)
 			}
 		}
@@ -273,8 +275,10 @@ func (a *Admin) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		switch {
 		case no.code == http.StatusUnauthorized && counted:
-			a.throttle.fail(r.Context(), key) // logs once a minute
-		case no.code != http.StatusUnauthorized:
+			a.throttle.refuse(r.Context(), key, refusedWrongToken, no.code, gateway.RequestAttrs(c)) // logs once a minute
+		case no.code == http.StatusUnauthorized:
+			a.throttle.refuse(r.Context(), key, refusedNoToken, no.code, gateway.RequestAttrs(c))
+		default:
 			a.requestLog(c).WarnContext(r.Context(), "admin request refused",
 				"status_code", no.code, "path", r.URL.Path, "remote", r.RemoteAddr, "admin_mode", a.auth.mode)
 		}
@@ -338,14 +342,14 @@ func (a *Admin) login(c echo.Context) error {
 	}
 	key := clientKey(r)
 	if wait := a.throttle.wait(key); wait > 0 {
-		a.throttle.refused(r.Context(), key)
+		a.throttle.refuse(r.Context(), key, refusedThrottled, http.StatusTooManyRequests, gateway.RequestAttrs(c))
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)))
 		return a.render(c, http.StatusTooManyRequests, "login", &loginPage{Next: next, Message: "Too many wrong tokens from your address: try again later."})
 	}
 	tok := r.PostForm.Get("token")
 	rl := a.auth.match(tok)
 	if rl == roleNone {
-		a.throttle.fail(r.Context(), key) // logs once a minute
+		a.throttle.refuse(r.Context(), key, refusedWrongToken, http.StatusUnauthorized, gateway.RequestAttrs(c)) // logs once a minute
 		return a.render(c, http.StatusUnauthorized, "login", &loginPage{Next: next, Message: "Wrong token."})
 	}
 	a.requestLog(c).InfoContext(r.Context(), "admin signed in", "remote", r.RemoteAddr, slog.Bool("read_only", rl == roleReadOnly))

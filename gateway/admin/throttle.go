@@ -19,8 +19,8 @@ import (
 // of Config.WrongTokenBurst tries (defaultWrongTokenBurst), which come back one every failureEvery; an
 // address with none left is answered 429 without its token being looked
 // at, whatever it presents, until one comes back. A request that presents
-// nothing (a browser on its way to the login page) is not counted.
-// Refusals are logged as one line per failureLogEvery with their counts,
+// nothing (a browser on its way to the login page) takes no try. Every
+// such refusal is logged as one line per failureLogEvery with the counts,
 // not one line each, so guessing cannot flood the log.
 const (
 	defaultWrongTokenBurst = 10
@@ -39,11 +39,12 @@ type throttle struct {
 
 	mu      sync.Mutex
 	clients map[string]*rate.Limiter
-	// Since the last line: refusals of a wrong token, answers 429, and
-	// the addresses they came from.
-	lastLine          time.Time
-	failed, throttled int
-	addresses         map[string]bool
+	// Since the last line: refusals of a wrong token, answers 429,
+	// refusals of requests presenting nothing, and the addresses they
+	// came from.
+	lastLine                   time.Time
+	failed, throttled, noToken int
+	addresses                  map[string]bool
 }
 
 func newThrottle(burst int, now func() time.Time, log *slog.Logger) *throttle {
@@ -84,36 +85,39 @@ func (t *throttle) wait(key string) time.Duration {
 	return 0
 }
 
-// fail counts a wrong token from the address.
-func (t *throttle) fail(ctx context.Context, key string) {
+// Kinds of refusal the log line counts.
+const (
+	refusedWrongToken = iota // a wrong token or session (counted against its address)
+	refusedThrottled         // a 429
+	refusedNoToken           // a 401 to a request presenting nothing
+)
+
+// refuse records a refusal of kind from the address key (a wrong token
+// takes one of its tries) and logs, when the last line is
+// failureLogEvery old, one line with the counts since, attrs (the
+// request's) and status_code.
+func (t *throttle) refuse(ctx context.Context, key string, kind, statusCode int, attrs []any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	lim, ok := t.clients[key]
-	if !ok {
-		t.makeRoom()
-		lim = rate.NewLimiter(rate.Every(failureEvery), t.burst)
-		t.clients[key] = lim
+	now := t.now()
+	switch kind {
+	case refusedWrongToken:
+		lim, ok := t.clients[key]
+		if !ok {
+			t.makeRoom()
+			lim = rate.NewLimiter(rate.Every(failureEvery), t.burst)
+			t.clients[key] = lim
+		}
+		lim.AllowN(now, 1)
+		t.failed++
+	case refusedThrottled:
+		t.throttled++
+	default:
+		t.noToken++
 	}
-	lim.AllowN(t.now(), 1)
-	t.failed++
-	t.note(ctx, key)
-}
-
-// refused counts a 429.
-func (t *throttle) refused(ctx context.Context, key string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.throttled++
-	t.note(ctx, key)
-}
-
-// note adds key to the addresses of this period and writes the period's
-// line when the last one is failureLogEvery old. Called with mu held.
-func (t *throttle) note(ctx context.Context, key string) {
 	if len(t.addresses) < 100 {
 		t.addresses[key] = true
 	}
-	now := t.now()
 	if now.Sub(t.lastLine) < failureLogEvery {
 		return
 	}
@@ -121,10 +125,11 @@ func (t *throttle) note(ctx context.Context, key string) {
 	for a := range t.addresses {
 		addrs = append(addrs, a)
 	}
-	t.log.WarnContext(ctx, "admin requests refused: wrong or expired token (one line a minute at most; 429 past "+
-		strconv.Itoa(t.burst)+" wrong tokens from an address, one more try every "+failureEvery.String()+")",
-		slog.Int("wrong_tokens", t.failed), slog.Int("throttled", t.throttled), slog.Any("remotes", addrs))
-	t.lastLine, t.failed, t.throttled = now, 0, 0
+	t.log.With(attrs...).WarnContext(ctx, "admin request refused: no token, or a wrong or expired one (one line a minute at most, "+
+		"counting the refusals since the last; 429 past "+strconv.Itoa(t.burst)+" wrong tokens from an address, one more try every "+
+		failureEvery.String()+")", slog.Int("status_code", statusCode),
+		slog.Int("wrong_tokens", t.failed), slog.Int("throttled", t.throttled), slog.Int("no_token", t.noToken), slog.Any("remotes", addrs))
+	t.lastLine, t.failed, t.throttled, t.noToken = now, 0, 0, 0
 	clear(t.addresses)
 }
 

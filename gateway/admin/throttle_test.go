@@ -84,7 +84,7 @@ func TestWrongTokensThrottled(t *testing.T) {
 	advance(time.Minute)
 	get("wrong-token-guess")
 	n, last := refusedLines()
-	if n != 2 || last["wrong_tokens"] != float64(10) || last["throttled"] != float64(43) {
-		t.Errorf("after a minute: %d lines, the last %v; want 2, the last counting the 9 wrong tokens after the first line and this one, and 43 throttled", n, last)
+	if n != 2 || last["wrong_tokens"] != float64(10) || last["throttled"] != float64(43) || last["no_token"] != float64(1) {
+		t.Errorf("after a minute: %d lines, the last %v; want 2, the last counting the 9 wrong tokens after the first line and this one, 43 throttled and 1 without a token", n, last)
 	}
 }
