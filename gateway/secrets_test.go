@@ -116,7 +116,7 @@ func TestForwardedSignatureHeaderShownMasked(t *testing.T) {
 		Sources: []pipelinetest.SourceSpec{{
 			Name: "acme", Verify: acme, EventID: "json:id",
 			Destinations: map[string]string{"app": "http://127.0.0.1:9/app"},
-			Tune:         func(d *jobs.Destination) { d.ForwardHeaders = []string{"X-Acme-Check"} },
+			Tune:         func(d *jobs.DestinationSpec) { d.ForwardHeaders = []string{"X-Acme-Check"} },
 		}},
 	})
 	body := []byte(`{"id":"evt_acme_1"}`)
