@@ -117,7 +117,10 @@ func TestStalledBodiesHoldWhatTheySent(t *testing.T) {
 	}
 }
 
-// post sends one signed event on a new connection and returns the status.
+// post sends one signed event on a new connection and returns the status,
+// 0 when the connection was refused before an answer (a connection past
+// the limit may be answered before the request is written, which the
+// client takes as an error).
 func post(t *testing.T, addr string, id string, pad int) int {
 	t.Helper()
 	body := fmt.Appendf(nil, `{"id":%q,"pad":%q}`, id, strings.Repeat("p", pad))
@@ -129,7 +132,7 @@ func post(t *testing.T, addr string, id string, pad int) int {
 	req.Close = true
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
