@@ -125,9 +125,9 @@ func (t *throttle) refuse(ctx context.Context, key string, kind, statusCode int,
 	for a := range t.addresses {
 		addrs = append(addrs, a)
 	}
-	t.log.With(attrs...).WarnContext(ctx, "admin request refused: no token, or a wrong or expired one (one line a minute at most, "+
-		"counting the refusals since the last; 429 past "+strconv.Itoa(t.burst)+" wrong tokens from an address, one more try every "+
-		failureEvery.String()+")", slog.Int("status_code", statusCode),
+	t.log.With(attrs...).WarnContext(ctx, "admin request refused", slog.Int("status_code", statusCode),
+		slog.String("sampling", "one line a minute at most, counting the refusals since the last: no token, a wrong or expired one, "+
+			"or 429 (past "+strconv.Itoa(t.burst)+" wrong tokens from an address, one more try every "+failureEvery.String()+")"),
 		slog.Int("wrong_tokens", t.failed), slog.Int("throttled", t.throttled), slog.Int("no_token", t.noToken), slog.Any("remotes", addrs))
 	t.lastLine, t.failed, t.throttled, t.noToken = now, 0, 0, 0
 	clear(t.addresses)
