@@ -3,6 +3,7 @@ module github.com/webhookd/webhookd
 go 1.26.8
 
 require (
+	filippo.io/edwards25519 v1.2.0
 	github.com/bwmarrin/discordgo v0.28.1
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0

@@ -103,6 +103,13 @@ func validAddrs(key string, addrs []string) error {
 // them.
 const redisPoolSize = 64
 
+// Every client OpenRedis builds sets ContextTimeoutEnabled, so a caller's
+// deadline bounds the socket reads and writes of its commands: without
+// it go-redis ignores the context's deadline and waits its ReadTimeout
+// (3s) per try, and a Redis that hangs without refusing (stopped, a
+// network partition) held an admin page or /readyz for as long as it
+// hung. A call without a deadline still gets the ReadTimeout.
+
 // OpenRedis returns the go-redis client that everything in a process
 // shares: a Client for one server, a FailoverClient (which asks the
 // sentinels for the master and follows a failover) for Sentinel, a
@@ -120,19 +127,23 @@ func OpenRedis(c RedisConfig) (redis.UniversalClient, error) {
 			DB:            c.Sentinel.DB,
 			Password:      c.Sentinel.Password,
 			PoolSize:      redisPoolSize,
+
+			ContextTimeoutEnabled: true,
 		}), nil
 	case c.Cluster != nil:
 		return redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:    c.Cluster.Addrs,
 			Password: c.Cluster.Password,
 			PoolSize: redisPoolSize,
+
+			ContextTimeoutEnabled: true,
 		}), nil
 	}
 	opts, err := redis.ParseURL(c.URL)
 	if err != nil {
 		return nil, fmt.Errorf("error parsing redis_url: %w", err)
 	}
-	opts.PoolSize = redisPoolSize
+	opts.PoolSize, opts.ContextTimeoutEnabled = redisPoolSize, true
 	return redis.NewClient(opts), nil
 }
 

@@ -422,9 +422,10 @@ func TestParseConfigOrderHeaders(t *testing.T) {
 }
 
 // TestDuplicateContentWindowDefaults: the guard against copies under
-// fresh ids is on (for the retention) where no two distinct events share
-// signed content (twilio), off where they can (github, shopify), and
-// as configured when set.
+// fresh ids is on (for the retention) where the id is not signed and no
+// two distinct events share signed content (twilio; mailgun, adyen,
+// razorpay and linear since issue 23), off where they can (github,
+// shopify), and as configured when set.
 func TestDuplicateContentWindowDefaults(t *testing.T) {
 	t.Parallel()
 	yaml := strings.Replace(validConfig, "  - name: gh\n", `  - name: sms
@@ -438,6 +439,12 @@ func TestDuplicateContentWindowDefaults(t *testing.T) {
     verify: {scheme: shopify, secrets: [tok]}
     duplicate_content_window: 24h
     destinations: [{name: app, url: "http://127.0.0.1:9000/shop"}]
+  - name: mg
+    verify: {scheme: mailgun, secrets: [tok]}
+    destinations: [{name: app, url: "http://127.0.0.1:9000/mg"}]
+  - name: razor
+    verify: {scheme: razorpay, secrets: [tok]}
+    destinations: [{name: app, url: "http://127.0.0.1:9000/razor"}]
   - name: gh
 `, 1)
 	cfg, err := Parse("w.yaml", []byte(yaml), env(nil))
@@ -445,7 +452,8 @@ func TestDuplicateContentWindowDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	sources := cfg.Process.Sources.Gateway
-	for name, want := range map[string]time.Duration{"sms": 48 * time.Hour, "sms_off": 0, "shop": 24 * time.Hour, "gh": 0, "stripe": 0} {
+	for name, want := range map[string]time.Duration{"sms": 48 * time.Hour, "sms_off": 0, "shop": 24 * time.Hour, "gh": 0, "stripe": 0,
+		"mg": 48 * time.Hour, "razor": 48 * time.Hour} {
 		if got := sources[name].ContentWindow; got != want {
 			t.Errorf("%s: window %s, want %s", name, got, want)
 		}

@@ -150,11 +150,15 @@ func (s *Store) SettleEvents(ctx context.Context, refs []EventRef) error {
 	return nil
 }
 
-// PendingCount returns how many events are in the outbox: recorded, with
-// some destination not yet claimed by a worker.
-func (s *Store) PendingCount(ctx context.Context) (int64, error) {
+// PendingCount returns how many events of sources are in the outbox:
+// recorded, with some destination not yet claimed by a worker. Events of
+// other sources (a source removed from the configuration) are left out:
+// no worker of this configuration will claim them, and counting them
+// would report a backlog that never drains. Their rows stay until
+// retention, so putting the source back delivers them.
+func (s *Store) PendingCount(ctx context.Context, sources []string) (int64, error) {
 	var n int64
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM event_outbox`).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM event_outbox WHERE source = ANY($1)`, sources).Scan(&n); err != nil {
 		return 0, fmt.Errorf("error counting pending events: %w", err)
 	}
 	return n, nil

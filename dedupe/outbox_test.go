@@ -56,7 +56,7 @@ func TestSettleEvents(t *testing.T) {
 	if n := b.schema.Int(t, `SELECT count(*) FROM events`); n != 30016 {
 		t.Errorf("%d events stored, want all 30016: settling touches only the outbox", n)
 	}
-	pending, err := b.store.PendingCount(ctx)
+	pending, err := b.store.PendingCount(ctx, []string{"src"})
 	if err != nil {
 		t.Fatal(err)
 	}

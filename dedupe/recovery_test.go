@@ -405,8 +405,13 @@ func TestUnsettledEvents(t *testing.T) {
 	if err := b.store.SettleEvents(ctx, []dedupe.EventRef{{Source: "src", ExternalID: "e2"}}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := b.store.PendingCount(ctx); err != nil || n != 3 {
+	if n, err := b.store.PendingCount(ctx, []string{"src"}); err != nil || n != 3 {
 		t.Fatalf("pending %d %v, want 3 after settling one", n, err)
+	}
+	// Issue 23, I4: the events of a source no longer configured are not
+	// a backlog (they stay until retention).
+	if n, err := b.store.PendingCount(ctx, []string{"other"}); err != nil || n != 0 {
+		t.Fatalf("pending of another source %d %v, want 0", n, err)
 	}
 }
 

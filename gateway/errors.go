@@ -61,6 +61,8 @@ func statusOf(err error) (int, string) {
 	case errors.Is(err, dedupe.ErrInvalidInput):
 		// The database's message may quote the value: not echoed.
 		return http.StatusBadRequest, "the event holds a value that cannot be stored (not UTF-8 text, or too large)"
+	case errors.Is(err, ErrBusy):
+		return http.StatusServiceUnavailable, ErrBusy.Error()
 	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, ErrUnavailable.Error()
 	case errors.As(err, &he):

@@ -89,7 +89,12 @@ func (s *Server) receive(c echo.Context, name string, log *slog.Logger) received
 			bodyPool.Put(buf)
 		}
 	}()
-	if err := readBody(buf, req, s.cfg.MaxBodyBytes); err != nil {
+	held, err := readBody(buf, req, s.cfg.MaxBodyBytes, s.bodies)
+	defer s.bodies.give(held)
+	if err != nil {
+		if errors.Is(err, ErrBusy) {
+			c.Response().Header().Set("Retry-After", "1")
+		}
 		return received{err: err}
 	}
 	body := buf.Bytes()
@@ -197,7 +202,7 @@ func newEvent(name string, src Source, h http.Header, body []byte) (dedupe.Event
 		Plan:        src.plan(eventType),
 		ContentType: ct,
 		Headers:     headers,
-		Payload:     body,
+		Payload:     verify.StoredBody(src.Verifier, body),
 	}
 	if src.OrderEntity != nil && src.OrderVersion != nil {
 		entity, errE := src.OrderEntity.Extract(idHeader, body)
@@ -244,20 +249,24 @@ func (src Source) plan(eventType string) []string {
 	return src.PlanFunc(eventType)
 }
 
-// readBody reads the body once, refusing more than limit bytes.
-func readBody(buf *bytes.Buffer, req *http.Request, limit int64) error {
+// readBody reads the body once, refusing more than limit bytes, into buf,
+// which grows as bytes arrive (never to a declared Content-Length before
+// they do). Each byte read is held against budget: it returns how many it
+// holds, to give back when the request is answered, and ErrBusy when the
+// budget ran out.
+func readBody(buf *bytes.Buffer, req *http.Request, limit int64, budget *bodyBudget) (held int64, err error) {
 	if req.ContentLength > limit {
-		return ErrBodyTooLarge
+		return 0, ErrBodyTooLarge
 	}
-	if req.ContentLength > 0 {
-		buf.Grow(int(req.ContentLength))
+	r := &budgetReader{r: io.LimitReader(req.Body, limit+1), budget: budget}
+	n, err := buf.ReadFrom(r)
+	switch {
+	case errors.Is(err, ErrBusy):
+		return r.held, err
+	case err != nil:
+		return r.held, fmt.Errorf("%w: %w", ErrUnreadableBody, err)
+	case n > limit:
+		return r.held, ErrBodyTooLarge
 	}
-	n, err := buf.ReadFrom(io.LimitReader(req.Body, limit+1))
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUnreadableBody, err)
-	}
-	if n > limit {
-		return ErrBodyTooLarge
-	}
-	return nil
+	return r.held, nil
 }

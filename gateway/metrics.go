@@ -23,7 +23,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		received: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webhookd_received_total",
-			Help: "Webhook deliveries received, by source and outcome (accepted, duplicate, duplicate_content: a copy under another event id, rejected_<reason>).",
+			Help: "Webhook deliveries received, by source and outcome (accepted, duplicate, duplicate_content: a copy under another event id, rejected_<reason>; rejected_busy: the bodies in flight held the server's budget).",
 		}, []string{"source", "outcome"}),
 		ack: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "webhookd_ack_latency_seconds",
@@ -42,7 +42,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 var receivedOutcomes = []string{
 	"accepted", "duplicate", "duplicate_content", "unavailable",
 	"rejected_unreadable", "rejected_too_large", "rejected_signature",
-	"rejected_event_id", "rejected_header", "rejected_invalid",
+	"rejected_event_id", "rejected_header", "rejected_invalid", "rejected_busy",
 }
 
 // registerSources makes every source's series exist at zero.
@@ -67,6 +67,8 @@ func outcomeOf(err error) string {
 		return "rejected_too_large"
 	case errors.Is(err, ErrUnreadableBody):
 		return "rejected_unreadable"
+	case errors.Is(err, ErrBusy):
+		return "rejected_busy"
 	case errors.Is(err, verify.ErrHandshakeRefused):
 		return "rejected_handshake"
 	case errors.Is(err, verify.ErrMissingSignature), errors.Is(err, verify.ErrMalformedSignature),

@@ -202,8 +202,10 @@ func signPaddle(_ *testing.T, cfg verify.Config, body []byte, at time.Time, _ st
 }
 
 // razorpayBody is a Razorpay payment.captured event.
-func razorpayBody(string) []byte {
-	return []byte(`{"entity":"event","account_id":"acc_1","event":"payment.captured","contains":["payment"],"payload":{"payment":{"entity":{"id":"pay_1","amount":1000}}},"created_at":1700000000}`)
+func razorpayBody(id string) []byte {
+	// Each event is about its own payment: since issue 23 the same
+	// body under a fresh id is answered as a duplicate.
+	return fmt.Appendf(nil, `{"entity":"event","account_id":"acc_1","event":"payment.captured","contains":["payment"],"payload":{"payment":{"entity":{"id":"pay_%s","amount":1000}}},"created_at":1700000000}`, id)
 }
 
 // signRazorpay signs as Razorpay documents it: X-Razorpay-Signature is

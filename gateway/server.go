@@ -45,6 +45,14 @@ type Config struct {
 	Sources map[string]Source
 	// MaxBodyBytes caps a webhook's body. Defaults to 1 MiB.
 	MaxBodyBytes int64
+	// MaxBodyBytesInFlight caps the webhook body bytes all requests in
+	// flight hold together; a request whose body would pass it is
+	// answered 503. Defaults to DefaultMaxBodyBytesInFlight (64 MiB), or
+	// 8 × MaxBodyBytes when that is more.
+	MaxBodyBytesInFlight int64
+	// MaxConnections caps the open connections; one more is answered 503
+	// and closed. Defaults to DefaultMaxConnections (4096).
+	MaxConnections int
 	// RequestTimeout bounds a webhook request, recording included; past it
 	// the sender gets 503. Defaults to 10s.
 	RequestTimeout time.Duration
@@ -70,6 +78,12 @@ const DefaultMaxBodyBytes = 1 << 20
 func (c Config) WithDefaults() Config {
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxBodyBytesInFlight <= 0 {
+		c.MaxBodyBytesInFlight = max(DefaultMaxBodyBytesInFlight, 8*c.MaxBodyBytes)
+	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = DefaultMaxConnections
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 10 * time.Second
@@ -98,6 +112,7 @@ type Server struct {
 	recorder recorder
 	handoff  handoff
 	metrics  *metrics
+	bodies   *bodyBudget
 	log      *slog.Logger
 	tracer   trace.Tracer // nil when tracing is off
 
@@ -122,10 +137,15 @@ func New(cfg Config, rec recorder, h handoff) *Server {
 		recorder: rec,
 		handoff:  h,
 		metrics:  newMetrics(cfg.Registry),
+		bodies:   &bodyBudget{limit: cfg.MaxBodyBytesInFlight},
 		log:      cfg.Logger,
 		tracer:   tracing.Tracer(cfg.TracerProvider),
 	}
 	s.metrics.registerSources(cfg.Sources)
+	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "webhookd_body_bytes_in_flight",
+		Help: "Webhook body bytes read by requests not yet answered (at most the in-flight budget; past it, 503).",
+	}, func() float64 { return float64(s.bodies.used.Load()) }))
 	e.Use(middleware.Recover())
 	e.Use(assignRequestID)
 
@@ -161,6 +181,7 @@ func (s *Server) Serve(l net.Listener) error {
 		s.mu.Unlock()
 		return l.Close()
 	}
+	l = &limitListener{Listener: l, max: int64(s.cfg.MaxConnections)}
 	srv := &http.Server{
 		Handler:           s.echo,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -194,13 +215,22 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// readyz runs the readiness checks at once, each within the same 2s: a
+// dependency that hangs answers "unreachable" at the deadline, not after
+// the others' time added up.
 func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
+	errs := make([]error, len(s.cfg.Readiness))
+	var wg sync.WaitGroup
+	for i, chk := range s.cfg.Readiness {
+		wg.Go(func() { errs[i] = chk.Func(ctx) })
+	}
+	wg.Wait()
 	status := map[string]string{}
 	code := http.StatusOK
-	for _, chk := range s.cfg.Readiness {
-		if err := chk.Func(ctx); err != nil {
+	for i, chk := range s.cfg.Readiness {
+		if errs[i] != nil {
 			status[chk.Name] = "unreachable"
 			code = http.StatusServiceUnavailable
 			continue

@@ -186,18 +186,26 @@ func contentWindow(spec SourceSpec, retention time.Duration, add func(error)) ti
 }
 
 // defaultContentWindow is a scheme's duplicate_content_window when the
-// source sets none: retention for twilio and 0 (off) for every other
-// scheme. Twilio signs every form parameter, and each of its requests
-// names the message or call it is about (its SID) and what happened to it
-// (status, sequence number), so two distinct Twilio events never share
-// signed content. GitHub and Shopify sign only the body, whose timestamps
-// have second precision: a change undone and redone within a second (a
-// label removed and added again, a product set back and forth) can send
-// byte-identical bodies as distinct events, and the guard would drop the
-// later one.
+// source sets none: retention where the scheme's sender signs no id and
+// never sends two events with the same signed content
+// (verify.Defaults.ContentGuard, which says why per scheme), else 0
+// (off).
 func defaultContentWindow(scheme string, retention time.Duration) time.Duration {
-	if scheme == verify.SchemeTwilio {
+	if verify.SchemeDefaults(scheme).ContentGuard {
 		return retention
 	}
 	return 0
+}
+
+// SignatureHeaders returns each source's SignatureHeader, by source
+// name, for the sources that have one: what MaskHeaders needs to show a
+// forwarded signature header masked on the admin pages.
+func SignatureHeaders(sources map[string]Source) map[string]string {
+	out := make(map[string]string)
+	for name, src := range sources {
+		if src.SignatureHeader != "" {
+			out[name] = src.SignatureHeader
+		}
+	}
+	return out
 }

@@ -18,10 +18,13 @@ import (
 // headers", keeps the same lists for operators):
 //
 //   - A header whose lower-case name contains one of credentialWords (the
-//     hop's Authorization and Cookie among them) is not stored: it is a
-//     credential of the hop to webhookd, such as X-Api-Key, X-Auth-Token
-//     or X-Gitlab-Token, not part of the event. notCredentials are
-//     exceptions: ids whose names contain such a word.
+//     hop's Authorization and Cookie among them), or has one of
+//     credentialParts as a whole part (parts are split at '-' and '_'),
+//     is not stored: it is a credential of the hop to webhookd, such as
+//     X-Api-Key, X-Api_Key, X-Functions-Key, Webhook-Auth, X-Auth-Token,
+//     X-Gitlab-Token or a client certificate a proxy passed on, not part
+//     of the event. notCredentials are exceptions: ids whose names
+//     contain such a word.
 //   - A header whose name contains one of signatureWords, or is the
 //     source's own signature header, is stored masked, its length only:
 //     a signature with its body would let whoever reads the admin page
@@ -29,7 +32,8 @@ import (
 //   - A header a destination of the source forwards by name
 //     (forward_headers) is stored as it came, credential or signature:
 //     it is forwarded from what is stored. The event's admin page shows
-//     it masked all the same (MaskHeaders).
+//     it masked all the same (MaskHeaders, which is told the source's
+//     own signature header).
 //   - What is stored is at most maxStoredHeaderBytes of names and values
 //     in maxStoredHeaderValues values; a request with more is refused
 //     (431), not stored cut.
@@ -40,15 +44,22 @@ const (
 	maxStoredHeaderValues = 100
 )
 
-// credentialWords mark a header that is not stored.
+// credentialWords mark a header that is not stored, wherever they are in
+// its name.
 var credentialWords = []string{
-	"authorization", "cookie", "token", "secret", "password", "passwd",
-	"api-key", "apikey", "access-key", "private-key", "subscription-key",
-	"credential", "session", "x-auth",
+	"authorization", "authentication", "cookie", "token", "secret", "password", "passwd",
+	"apikey", "credential", "session", "verification",
 }
 
-// notCredentials are stored although a credential word is in their name.
-var notCredentials = []string{"i-twilio-idempotency-token"}
+// credentialParts mark a header that is not stored when one is a whole
+// part of its name: X-Api-Key, X-Functions-Key, X-Webhook-Key,
+// Webhook-Auth, X-Forwarded-Client-Cert. As parts they do not catch
+// names that merely contain them (X-Author, Keyword).
+var credentialParts = []string{"auth", "key", "cert", "pass"}
+
+// notCredentials are stored although a credential word or part is in
+// their name: ids (GitLab's event id is Idempotency-Key).
+var notCredentials = []string{"i-twilio-idempotency-token", "idempotency-key"}
 
 // signatureWords mark a header that is stored masked.
 var signatureWords = []string{"signature", "hmac"}
@@ -102,14 +113,27 @@ func storedHeaders(h http.Header, signatureHeader string, forwarded []string) ([
 // sensitive reports whether a header, by its lower-case name, is a
 // credential of the hop.
 func sensitive(lower string) bool {
-	return containsAny(lower, credentialWords) && !slices.Contains(notCredentials, lower)
+	if slices.Contains(notCredentials, lower) {
+		return false
+	}
+	if containsAny(lower, credentialWords) {
+		return true
+	}
+	for part := range strings.FieldsFuncSeq(lower, func(r rune) bool { return r == '-' || r == '_' }) {
+		if slices.Contains(credentialParts, part) {
+			return true
+		}
+	}
+	return false
 }
 
 // MaskHeaders returns stored headers (a JSON object of value lists) for
 // display: the credentials and signatures a destination forwards by name,
-// which are stored as they came, are shown as their length only. Headers
-// that do not parse are returned as they are.
-func MaskHeaders(stored []byte) []byte {
+// which are stored as they came, are shown as their length only, and so
+// is signatureHeader, the source's own signature header when its name does
+// not say so (Source.SignatureHeader; "" for none). Headers that do not
+// parse are returned as they are.
+func MaskHeaders(stored []byte, signatureHeader string) []byte {
 	var h map[string][]string
 	if json.Unmarshal(stored, &h) != nil {
 		return stored
@@ -117,7 +141,7 @@ func MaskHeaders(stored []byte) []byte {
 	changed := false
 	for name, values := range h {
 		lower := strings.ToLower(name)
-		if !sensitive(lower) && !containsAny(lower, signatureWords) {
+		if !sensitive(lower) && !containsAny(lower, signatureWords) && !strings.EqualFold(name, signatureHeader) {
 			continue
 		}
 		for i, v := range values {

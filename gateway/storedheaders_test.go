@@ -39,11 +39,22 @@ func TestStoredHeadersLeaveOutCredentials(t *testing.T) {
 		"X-Telegram-Bot-Api-Secret-Token": "cred-telegram",
 		"Ocp-Apim-Subscription-Key":       "cred-azure",
 		"X-Csrf-Token":                    "cred-csrf",
+		// Issue 23, L2: stored before.
+		"Authentication":          "cred-authentication",
+		"X-Functions-Key":         "cred-functions",
+		"X-Api_key":               "cred-api-underscore",
+		"X-Webhook-Key":           "cred-webhook-key",
+		"X-Plaid-Verification":    "cred-plaid-jwt",
+		"Webhook-Auth":            "cred-webhook-auth",
+		"X-Forwarded-Client-Cert": "cred-client-cert",
 	}
 	kept := map[string]string{
 		"X-Sender-Trace":             "trace-1",
 		"User-Agent":                 "Stripe/1.0",
 		"I-Twilio-Idempotency-Token": "idem-1", // an id, not a credential
+		"Idempotency-Key":            "idem-2", // GitLab's event id
+		"X-Author":                   "someone",
+		"X-Keyword":                  "word",
 	}
 	send := func(source string, cfg verify.Config, id string) map[string][]string {
 		t.Helper()

@@ -75,13 +75,18 @@ const maxNoteBytes = 256
 
 // notedHeaders returns the answer's headers of note, each value cut to
 // maxNoteBytes on a UTF-8 boundary and made valid text (no control
-// characters: jsonb refuses NUL), or nil when it has none.
+// characters: jsonb refuses NUL), or nil when it has none. Location is
+// kept with its credentials redacted (redactURL), as in last_error: a
+// redirect can point at a URL with a token in it.
 func notedHeaders(h http.Header) map[string]string {
 	var out map[string]string
 	for _, name := range headersOfNote {
 		v := h.Get(name)
 		if v == "" {
 			continue
+		}
+		if name == "Location" {
+			v = redactURL(v)
 		}
 		v = strings.Map(func(r rune) rune {
 			if r < 0x20 || r == 0x7f {

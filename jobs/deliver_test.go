@@ -120,9 +120,17 @@ func TestDestinationRedirectsAreNotFollowed(t *testing.T) {
 			if !strings.Contains(*r.LastError, want) || strings.Contains(*r.LastError, "l0cT0ken") {
 				t.Fatalf("last_error %q, want it to hold %q and not the token", *r.LastError, want)
 			}
-			var callCode int
-			if err := b.schema.Pool.QueryRow(testCtx(t), `SELECT status_code FROM delivery_attempts WHERE key = 'src:dst:evt_1'`).Scan(&callCode); err != nil || callCode != code {
+			var (
+				callCode int
+				answer   string
+			)
+			if err := b.schema.Pool.QueryRow(testCtx(t), `SELECT status_code, answer_headers::text FROM delivery_attempts WHERE key = 'src:dst:evt_1'`).Scan(&callCode, &answer); err != nil || callCode != code {
 				t.Fatalf("call log status %d (%v), want %d", callCode, err, code)
+			}
+			// Issue 23, I2: the attempt's answer headers keep Location
+			// redacted too (they were stored and shown raw).
+			if !strings.Contains(answer, elsewhere.URL+"/stolen?token=redacted") || strings.Contains(answer, "l0cT0ken") {
+				t.Fatalf("the attempt's answer headers %s, want Location with its token redacted", answer)
 			}
 		})
 	}

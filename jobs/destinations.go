@@ -126,9 +126,11 @@ func (d *Destinations) refresh(ctx context.Context) error {
 	before := d.paused
 	d.paused = m
 	d.mu.Unlock()
+	redisCtx, cancel := context.WithTimeout(ctx, StateReadTimeout)
+	defer cancel()
 	for ref := range before {
 		if _, still := m[ref]; !still {
-			woke, err := d.steering.enqueuer.Wake(ctx, ref.source, ref.destination)
+			woke, err := d.steering.enqueuer.Wake(redisCtx, ref.source, ref.destination)
 			log := d.cfg.Logger.With(slog.String("source", ref.source), slog.String("destination", ref.destination))
 			if err != nil {
 				log.WarnContext(ctx, "destination resumed; its held calls go out as their holds end", slog.String("error", err.Error()))
@@ -178,6 +180,11 @@ type DestinationStatus struct {
 	Circuit     Circuit
 }
 
+// StateReadTimeout bounds the Redis reads of one List, Pause or Resume
+// together: a Redis that hangs leaves the steering states unknown after
+// it, instead of holding the admin page for as long as Redis hangs.
+const StateReadTimeout = 2 * time.Second
+
 // ErrUnknownDestination is returned when a destination is not configured
 // for its source.
 var ErrUnknownDestination = errors.New("destination is not configured for the source")
@@ -189,9 +196,11 @@ var ErrUnknownDestination = errors.New("destination is not configured for the so
 func (d *Destinations) List(ctx context.Context) ([]DestinationStatus, error) {
 	var out []DestinationStatus
 	firstErr := d.refresh(ctx)
+	redisCtx, cancel := context.WithTimeout(ctx, StateReadTimeout)
+	defer cancel()
 	for source, dests := range d.routes {
 		for name := range dests {
-			st, err := d.status(ctx, source, name)
+			st, err := d.status(redisCtx, source, name)
 			if err != nil && firstErr == nil {
 				firstErr = err
 			}
@@ -272,7 +281,9 @@ func (d *Destinations) change(ctx context.Context, source, destination string, s
 	if changed {
 		logChange(d.cfg.Logger.With(slog.String("source", source), slog.String("destination", destination)))
 	}
-	st, err := d.status(ctx, source, destination)
+	redisCtx, cancel := context.WithTimeout(ctx, StateReadTimeout)
+	defer cancel()
+	st, err := d.status(redisCtx, source, destination)
 	return st, ignoreRedis(err)
 }
 

@@ -74,7 +74,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		relayBacklog: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "webhookd_relay_backlog",
-			Help: "Events in the outbox: recorded, some destination not yet claimed by a worker.",
+			Help: "Events of configured sources in the outbox: recorded, some destination not yet claimed by a worker.",
 		}),
 		sweeperResets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webhookd_sweeper_resets_total",

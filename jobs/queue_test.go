@@ -447,3 +447,34 @@ func TestRelayStopWhileLingering(t *testing.T) {
 		t.Fatalf("%d tasks pending, want 1", n)
 	}
 }
+
+// TestBacklogLeavesOutUnconfiguredSources: an event of a source removed
+// from the configuration stays in the outbox (putting the source back
+// delivers it) but is not counted in webhookd_relay_backlog, which no
+// worker of this configuration would ever drain (issue 23, I4). Before,
+// the gauge stayed at 1 or more: a false backlog alert.
+func TestBacklogLeavesOutUnconfiguredSources(t *testing.T) {
+	t.Parallel()
+	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: "http://127.0.0.1:9/dst"}})
+	b.record(t, "evt_configured", body)
+	if _, err := dedupe.RecordBatch(testCtx(t), b.schema.Pool, []dedupe.Event{{Source: "removed", ExternalID: "evt_orphan",
+		ContentType: "application/json", Payload: []byte(body)}}); err != nil {
+		t.Fatal(err)
+	}
+	r := redistest.New(t)
+	reg := prometheus.NewRegistry()
+	rec := jobs.NewReconciler(b.store, jobs.NewEnqueuer(r.Client, r.Queue, b.routes), jobs.ReconcilerConfig{Interval: 20 * time.Millisecond, MinAge: time.Hour,
+		Logger: testLogger(t), Metrics: jobs.NewMetrics(reg)})
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	go rec.Run(ctx)
+	pipelinetest.Eventually(t, 5*time.Second, "the backlog gauge set", func() bool {
+		return metricValue(t, reg, "webhookd_relay_backlog", "", "") != 0
+	})
+	if v := metricValue(t, reg, "webhookd_relay_backlog", "", ""); v != 1 {
+		t.Errorf("webhookd_relay_backlog %v, want 1: the configured source's event, not the removed source's", v)
+	}
+	if n := b.schema.Int(t, `SELECT count(*) FROM event_outbox WHERE source = 'removed'`); n != 1 {
+		t.Errorf("%d outbox rows of the removed source, want it kept (until retention)", n)
+	}
+}

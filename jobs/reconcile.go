@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -21,7 +22,7 @@ type reconcileStore interface {
 	UnsettledEvents(ctx context.Context, after dedupe.OutboxCursor, minAge time.Duration, limit int) ([]dedupe.UnsettledEvent, dedupe.OutboxCursor, error)
 	SettleEvents(ctx context.Context, refs []dedupe.EventRef) error
 	SetPlans(ctx context.Context, refs []dedupe.EventRef) error
-	PendingCount(ctx context.Context) (int64, error)
+	PendingCount(ctx context.Context, sources []string) (int64, error)
 }
 
 // ReconcilerConfig configures the Reconciler.
@@ -152,7 +153,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 		if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil {
 			r.cfg.Logger.WarnContext(ctx, "recovery pass failed; the next pass tries again", slog.String("error", err.Error()))
 		}
-		if n, err := r.store.PendingCount(ctx); err == nil {
+		if n, err := r.store.PendingCount(ctx, slices.Collect(maps.Keys(r.enqueuer.routes))); err == nil {
 			r.cfg.Metrics.backlog(n)
 		}
 	}

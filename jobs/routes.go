@@ -3,7 +3,6 @@ package jobs
 import (
 	"maps"
 	"slices"
-
 )
 
 // Routes maps a source name to its destinations by name.

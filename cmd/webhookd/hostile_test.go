@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/webhookd/webhookd/gateway/verify"
 	"github.com/webhookd/webhookd/internal/testkit/pgtest"
 	"github.com/webhookd/webhookd/internal/testkit/proctest"
 	"github.com/webhookd/webhookd/internal/testkit/redistest"
@@ -106,5 +108,156 @@ sources:%s`, schema.URL, rdb.URL, rdb.Queue, nestedSources))
 	}
 	if n != 1 {
 		t.Errorf("%d events recorded, want only the ordinary one", n)
+	}
+}
+
+// TestUnsignedIDCopiesAreDuplicates: the senders that sign no event id
+// (issue 23, M1–M3), through a real gateway with each scheme's default
+// configuration. A Mailgun signature object attached to forged
+// event-data, an Adyen notification with other whitespace or another
+// unsigned field, and a Razorpay or Linear body under a fresh id header
+// are answered as duplicates of the first event and record nothing; an
+// Adyen amount or key that a receiver would read otherwise than signed is
+// refused. Before, each forgery and copy was a new event.
+func TestUnsignedIDCopiesAreDuplicates(t *testing.T) {
+	t.Parallel()
+	const (
+		mailgunKey = "mg-signing-key"
+		adyenKey   = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
+		razorKey   = "razorpay-webhook-secret"
+		linearKey  = "linear-signing-secret"
+	)
+	bin := proctest.Binary(t)
+	schema := pgtest.New(t)
+	rdb := redistest.New(t)
+	config := proctest.WriteConfig(t, fmt.Sprintf(`database_url: %q
+redis_url: %q
+queue: %q
+sources:
+  - name: mailgun
+    verify: {scheme: mailgun, secrets: [%s]}
+    destinations: [{name: app, url: "http://127.0.0.1:9/app"}]
+  - name: adyen
+    verify: {scheme: adyen, secrets: [%s]}
+    destinations: [{name: app, url: "http://127.0.0.1:9/app"}]
+  - name: razorpay
+    verify: {scheme: razorpay, secrets: [%s]}
+    destinations: [{name: app, url: "http://127.0.0.1:9/app"}]
+  - name: linear
+    verify: {scheme: linear, secrets: [%s]}
+    destinations: [{name: app, url: "http://127.0.0.1:9/app"}]
+`, schema.URL, rdb.URL, rdb.Queue, mailgunKey, adyenKey, razorKey, linearKey))
+	p := proctest.StartWebhookd(t, "gateway", bin, "gateway", config)
+
+	type answer struct {
+		code    int
+		Status  string `json:"status"`
+		EventID string `json:"event_id"`
+	}
+	post := func(source string, h http.Header, body []byte) answer {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, p.URL()+"/webhooks/"+source, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = h.Clone()
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		a := answer{code: resp.StatusCode}
+		_ = json.NewDecoder(resp.Body).Decode(&a)
+		return a
+	}
+	first := func(what, source string, h http.Header, body []byte) string {
+		t.Helper()
+		a := post(source, h, body)
+		if a.code != http.StatusAccepted {
+			t.Fatalf("%s: answered %d, want 202", what, a.code)
+		}
+		return a.EventID
+	}
+	wantDuplicate := func(what, source string, h http.Header, body []byte, of string) {
+		t.Helper()
+		if a := post(source, h, body); a.code != http.StatusOK || a.Status != "duplicate" || a.EventID != of {
+			t.Errorf("%s: answered %d %q of %q, want 200 duplicate of %q", what, a.code, a.Status, a.EventID, of)
+		}
+	}
+	wantRefused := func(what, source string, body []byte) {
+		t.Helper()
+		if a := post(source, http.Header{}, body); a.code != http.StatusUnauthorized {
+			t.Errorf("%s: answered %d, want 401", what, a.code)
+		}
+	}
+	now := time.Now()
+
+	// M1: Mailgun signs timestamp + token only.
+	mg, err := verify.MailgunSignBody([]byte(`{"event-data":{"id":"mg-evt-1","event":"delivered","recipient":"a@example.com"}}`),
+		mailgunKey, "token-of-one-delivery", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgID := first("mailgun", "mailgun", http.Header{}, mg)
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(mg, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for i, forged := range []string{`{"id":"forged-1","event":"failed","recipient":"b@example.com"}`, `{"id":"forged-2","event":"complained"}`} {
+		doc["event-data"] = json.RawMessage(forged)
+		body, _ := json.Marshal(doc)
+		wantDuplicate(fmt.Sprintf("mailgun: forged event-data %d under a captured signature", i+1), "mailgun", http.Header{}, body, mgID)
+	}
+
+	// M2: Adyen signs eight fields of each item and no timestamp.
+	refund, err := verify.AdyenSignBody([]byte(`{"live":"false","notificationItems":[{"NotificationRequestItem":{`+
+		`"pspReference":"PSP1","originalReference":"ORIG1","merchantAccountCode":"Acme","merchantReference":"order-7",`+
+		`"amount":{"value":1000,"currency":"EUR"},"eventCode":"REFUND","success":"true","reason":"customer asked"}}]}`), adyenKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adyenID := first("adyen refund", "adyen", http.Header{}, refund)
+	wantDuplicate("adyen: the refund with added whitespace", "adyen", http.Header{}, append([]byte(" \n"), refund...), adyenID)
+	wantDuplicate("adyen: the refund with another unsigned field", "adyen", http.Header{},
+		bytes.Replace(refund, []byte(`"customer asked"`), []byte(`"again"`), 1), adyenID)
+	for what, alter := range map[string][2]string{
+		"amount 1000.99":        {`"value":1000`, `"value":1000.99`},
+		`amount "1000"`:         {`"value":1000`, `"value":"1000"`},
+		"repeated pspReference": {`"pspReference":"PSP1"`, `"pspReference":"PSP1","pspReference":"PSP2"`},
+	} {
+		body := bytes.Replace(refund, []byte(alter[0]), []byte(alter[1]), 1)
+		if bytes.Equal(body, refund) {
+			t.Fatalf("adyen: %s: %s not in the signed body", what, alter[0])
+		}
+		wantRefused("adyen: "+what, "adyen", body)
+	}
+
+	// M3: Razorpay and Linear sign the body, not their id headers.
+	razor := []byte(`{"entity":"event","event":"payment.captured","payload":{"payment":{"entity":{"id":"pay_1","amount":5000}}},"created_at":1767225600}`)
+	h, _, err := verify.Sign(verify.Config{Scheme: verify.SchemeRazorpay, Secrets: []string{razorKey}}, razor, now, "evt_razor_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	razorID := first("razorpay", "razorpay", h, razor)
+	for _, fresh := range []string{"evt_razor_2", "evt_razor_3"} {
+		h.Set("X-Razorpay-Event-Id", fresh)
+		wantDuplicate("razorpay: the body under "+fresh, "razorpay", h, razor, razorID)
+	}
+	linear := fmt.Appendf(nil, `{"action":"update","type":"Issue","data":{"id":"iss_1"},"webhookTimestamp":%d}`, now.UnixMilli())
+	h, _, err = verify.Sign(verify.Config{Scheme: verify.SchemeLinear, Secrets: []string{linearKey}}, linear, now, "delivery-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	linearID := first("linear", "linear", h, linear)
+	h.Set("Linear-Delivery", "delivery-2")
+	wantDuplicate("linear: the body under a fresh Linear-Delivery", "linear", h, linear, linearID)
+
+	var n int
+	if err := schema.Pool.QueryRow(t.Context(), `SELECT count(*) FROM events`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 4 {
+		t.Errorf("%d events recorded, want the 4 genuine ones", n)
 	}
 }

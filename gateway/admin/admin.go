@@ -52,11 +52,20 @@ type Config struct {
 	// SessionTTL is how long a browser's sign-in lasts (the session
 	// cookie's Max-Age, also checked by the server). Defaults to 12h.
 	SessionTTL time.Duration
-	// Now returns the time for session expiry. Defaults to time.Now.
+	// Now returns the time for session expiry and the throttle. Defaults
+	// to time.Now.
 	Now func() time.Time
+	// WrongTokenBurst is how many wrong tokens or sessions a client
+	// address may present before it is answered 429; one more try comes
+	// back every 3s (throttle.go). Defaults to 10.
+	WrongTokenBurst int
 	// Routes are the configured sources and their destinations, for the
 	// filters and the pages (the Replayer has its own).
 	Routes jobs.Routes
+	// SignatureHeaders are the sources' own signature headers whose names
+	// do not say so (gateway.SignatureHeaders), by source: shown masked
+	// where a destination forwards them and so they are stored as sent.
+	SignatureHeaders map[string]string
 	// Dashboard, when set, is served at /admin/queues/ behind the same
 	// check (see NewDashboard).
 	Dashboard http.Handler
@@ -85,6 +94,9 @@ func (c Config) WithDefaults() Config {
 	if c.SessionTTL <= 0 {
 		c.SessionTTL = 12 * time.Hour
 	}
+	if c.WrongTokenBurst <= 0 {
+		c.WrongTokenBurst = defaultWrongTokenBurst
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -101,8 +113,10 @@ type Admin struct {
 	replays replayer
 	cfg     Config
 	auth    *authenticator
-	log     *slog.Logger
-	pages   map[string]*template.Template
+	// throttle counts wrong tokens by client address (throttle.go).
+	throttle *throttle
+	log      *slog.Logger
+	pages    map[string]*template.Template
 }
 
 // New returns the admin surface on events (*dedupe.Store in production),
@@ -110,12 +124,13 @@ type Admin struct {
 func New(events eventStore, replays replayer, cfg Config) *Admin {
 	cfg = cfg.WithDefaults()
 	return &Admin{
-		events:  events,
-		replays: replays,
-		cfg:     cfg,
-		auth:    newAuthenticator(cfg),
-		log:     cfg.Logger,
-		pages:   parsePages(),
+		events:   events,
+		replays:  replays,
+		cfg:      cfg,
+		auth:     newAuthenticator(cfg),
+		throttle: newThrottle(cfg.WrongTokenBurst, cfg.Now, cfg.Logger),
+		log:      cfg.Logger,
+		pages:    parsePages(),
 	}
 }
 

@@ -134,10 +134,12 @@ type AttemptJSON struct {
 	RetryAt *time.Time `json:"retry_at,omitempty"`
 }
 
-func toDetailJSON(d dedupe.EventDetail) EventDetailJSON {
+// toDetailJSON is d for the API, its headers masked (signatureHeader is
+// the source's, see Config.SignatureHeaders).
+func toDetailJSON(d dedupe.EventDetail, signatureHeader string) EventDetailJSON {
 	out := EventDetailJSON{
 		EventJSON:    toEventJSON(d.EventSummary),
-		Headers:      json.RawMessage(gateway.MaskHeaders(d.Headers)),
+		Headers:      json.RawMessage(gateway.MaskHeaders(d.Headers, signatureHeader)),
 		OrderEntity:  d.OrderEntity,
 		OrderVersion: d.OrderVersion,
 		TraceID:      traceID(d.TraceParent),
@@ -264,7 +266,7 @@ func (a *Admin) getEvent(c echo.Context) error {
 	if err != nil {
 		return httpError(err)
 	}
-	return c.JSON(http.StatusOK, toDetailJSON(d))
+	return c.JSON(http.StatusOK, toDetailJSON(d, a.cfg.SignatureHeaders[source]))
 }
 
 // bindInput reads a POST's optional JSON body into dst (415 for a body

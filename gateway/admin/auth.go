@@ -11,11 +11,14 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/webhookd/webhookd/gateway"
 )
 
 // Access modes of the admin surface, as Admin.Mode reports them and the
@@ -254,6 +257,14 @@ func readOnlyMay(r *http.Request) bool {
 func (a *Admin) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
+		counted := a.auth.mode == ModeToken && presentsToken(r)
+		key := clientKey(r)
+		if counted {
+			if wait := a.throttle.wait(key); wait > 0 {
+				a.throttle.refuse(r.Context(), key, refusedThrottled, http.StatusTooManyRequests, gateway.RequestAttrs(c))
+				return a.tooMany(c, wait)
+			}
+		}
 		rl, no := a.auth.allowed(r)
 		if no == nil && rl == roleReadOnly && !readOnlyMay(r) {
 			no = &refusal{http.StatusForbidden, msgReadOnly}
@@ -262,8 +273,15 @@ func (a *Admin) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Set(roleKey, rl)
 			return next(c)
 		}
-		a.requestLog(c).WarnContext(r.Context(), "admin request refused",
-			"status_code", no.code, "path", r.URL.Path, "remote", r.RemoteAddr, "admin_mode", a.auth.mode)
+		switch {
+		case no.code == http.StatusUnauthorized && counted:
+			a.throttle.refuse(r.Context(), key, refusedWrongToken, no.code, gateway.RequestAttrs(c)) // logs once a minute
+		case no.code == http.StatusUnauthorized:
+			a.throttle.refuse(r.Context(), key, refusedNoToken, no.code, gateway.RequestAttrs(c))
+		default:
+			a.requestLog(c).WarnContext(r.Context(), "admin request refused",
+				"status_code", no.code, "path", r.URL.Path, "remote", r.RemoteAddr, "admin_mode", a.auth.mode)
+		}
 		if no.code == http.StatusUnauthorized {
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="webhookd admin"`)
 			if wantsHTML(r) && r.Method == http.MethodGet {
@@ -322,10 +340,16 @@ func (a *Admin) login(c echo.Context) error {
 	if err := a.auth.cop.Check(r); err != nil {
 		return echo.NewHTTPError(http.StatusForbidden, "cross-origin request refused")
 	}
+	key := clientKey(r)
+	if wait := a.throttle.wait(key); wait > 0 {
+		a.throttle.refuse(r.Context(), key, refusedThrottled, http.StatusTooManyRequests, gateway.RequestAttrs(c))
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)))
+		return a.render(c, http.StatusTooManyRequests, "login", &loginPage{Next: next, Message: "Too many wrong tokens from your address: try again later."})
+	}
 	tok := r.PostForm.Get("token")
 	rl := a.auth.match(tok)
 	if rl == roleNone {
-		a.requestLog(c).WarnContext(r.Context(), "admin login refused", "remote", r.RemoteAddr)
+		a.throttle.refuse(r.Context(), key, refusedWrongToken, http.StatusUnauthorized, gateway.RequestAttrs(c)) // logs once a minute
 		return a.render(c, http.StatusUnauthorized, "login", &loginPage{Next: next, Message: "Wrong token."})
 	}
 	a.requestLog(c).InfoContext(r.Context(), "admin signed in", "remote", r.RemoteAddr, slog.Bool("read_only", rl == roleReadOnly))

@@ -183,19 +183,29 @@ func (a *Admin) destinationNames() []string {
 // ParseTime reads a filter time: RFC 3339 ("2026-01-02T15:04:05Z"), a
 // date-time without zone as the browser's datetime-local sends it (taken
 // as UTC), a date, or a duration meaning that long before now ("24h",
-// "30m"). Empty gives the zero time (no bound).
+// "30m"). Empty gives the zero time (no bound). A time before 1970 is
+// refused (ErrBadFilter): no event was received then, and the zero time
+// (0001-01-01) would mean no bound at all.
 func ParseTime(s string, now time.Time) (time.Time, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return time.Time{}, nil
 	}
 	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-		return now.Add(-d), nil
+		return checkFilterTime(s, now.Add(-d))
 	}
 	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
 		if t, err := time.Parse(layout, s); err == nil {
-			return t, nil
+			return checkFilterTime(s, t)
 		}
 	}
 	return time.Time{}, fmt.Errorf("%w: %q is neither a time (2006-01-02T15:04:05Z) nor a duration (24h)", ErrBadFilter, s)
+}
+
+// checkFilterTime refuses a filter time before 1970.
+func checkFilterTime(s string, t time.Time) (time.Time, error) {
+	if t.Before(time.Unix(0, 0)) {
+		return time.Time{}, fmt.Errorf("%w: %q is before 1970", ErrBadFilter, s)
+	}
+	return t, nil
 }

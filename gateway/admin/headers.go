@@ -44,11 +44,26 @@ var assetFS embed.FS
 
 // assets serves the pages' stylesheet and script at /admin/assets/,
 // without authentication (the login page uses them; they hold nothing
-// secret).
+// secret). Files only: a directory is not found, never listed.
 func assets() echo.HandlerFunc {
 	sub, err := fs.Sub(assetFS, "assets")
 	if err != nil {
 		panic(err) // the embedded directory exists at build time
 	}
-	return echo.WrapHandler(http.StripPrefix("/admin/assets/", http.FileServerFS(sub)))
+	return echo.WrapHandler(http.StripPrefix("/admin/assets/", http.FileServerFS(filesOnly{sub})))
+}
+
+// filesOnly is a file system whose directories do not exist.
+type filesOnly struct{ fs.FS }
+
+func (f filesOnly) Open(name string) (fs.File, error) {
+	file, err := f.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := file.Stat(); err != nil || st.IsDir() {
+		_ = file.Close()
+		return nil, fs.ErrNotExist
+	}
+	return file, nil
 }

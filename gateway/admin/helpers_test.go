@@ -112,6 +112,10 @@ type options struct {
 	// loseRequeues makes the replays' own enqueues vanish, as if Redis
 	// lost them: only what Postgres records gets the work done.
 	loseRequeues bool
+	// throttle keeps the default throttle of wrong tokens; without it a
+	// bundle allows 1000 (the tests try many wrong tokens from one
+	// address).
+	throttle bool
 }
 
 // lostRequeues takes a replay's enqueue and drops it.
@@ -149,6 +153,9 @@ func setup(t *testing.T, o options) *bundle {
 		Destinations:            jobs.NewDestinations(p.Store, p.Enqueuer, p.Routes, jobs.DestinationsConfig{Logger: log}),
 		Logger:                  log,
 		BulkLimit:               50,
+	}
+	if !o.throttle {
+		cfg.WrongTokenBurst = 1000
 	}
 	if o.token != "" {
 		cfg.Tokens = append([]string{o.token}, o.moreTokens...)

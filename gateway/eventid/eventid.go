@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode"
 
 	"github.com/tidwall/gjson"
 	"golang.org/x/net/http/httpguts"
@@ -132,5 +133,15 @@ func (e Extractor) Extract(header http.Header, body []byte) (string, error) {
 	if err := textfield.CheckLine(id, MaxLen); err != nil {
 		return "", fmt.Errorf("%w (%s): %w", ErrInvalid, e.spec, err)
 	}
+	if strings.TrimFunc(id, invisible) == "" {
+		return "", fmt.Errorf("%w (%s): only white space or invisible characters", ErrInvalid, e.spec)
+	}
 	return id, nil
+}
+
+// invisible reports whether r shows as nothing: white space or a format
+// character (zero-width space, joiners, BOM). An id of only such
+// characters names nothing an operator can read or type.
+func invisible(r rune) bool {
+	return unicode.IsSpace(r) || unicode.Is(unicode.Cf, r)
 }

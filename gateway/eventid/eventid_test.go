@@ -121,11 +121,37 @@ func TestExtractRefusesInvalidIDs(t *testing.T) {
 		"a\xffb":                 false, // invalid UTF-8
 		strings.Repeat("z", 255): true,
 		strings.Repeat("z", 256): false,
+		// Issue 23, I5: accepted before.
+		"   ":          false, // only spaces (json:; a header's are trimmed to nothing)
+		"\u00a0\u200b": false, // no-break and zero-width spaces
+		"a\u2028b":     false, // line separator
+		"evt\u202e1":   false, // right-to-left override
+		"evt\u2066x":   false, // left-to-right isolate
 	} {
 		got, err := e.Extract(http.Header{"X-Id": {id}}, nil)
 		if (err == nil) != ok || err != nil && !errors.Is(err, ErrInvalid) || err == nil && got != id {
 			t.Errorf("Extract of %q = %q, %v; want ok %v", id, got, err, ok)
 		}
+	}
+}
+
+// TestExtractRefusesInvisibleIDs: a JSON id of only white space, or one
+// holding a line separator or a bidirectional override, is refused
+// (issue 23, I5): it names nothing an operator can read, or shows as
+// another id.
+func TestExtractRefusesInvisibleIDs(t *testing.T) {
+	t.Parallel()
+	e, err := Parse("json:id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"   ", `\t`, "\u00a0\u200b", "a\u2028b", "evt\u202e1", "evt\u2066x"} {
+		if got, err := e.Extract(nil, []byte(`{"id":"`+id+`"}`)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Extract of %q = %q, %v; want %v", id, got, err, ErrInvalid)
+		}
+	}
+	if got, err := e.Extract(nil, []byte(`{"id":" evt 1 "}`)); err != nil || got != " evt 1 " {
+		t.Errorf("an id with spaces around text: %q, %v; want it as sent", got, err)
 	}
 }
 

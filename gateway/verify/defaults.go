@@ -2,8 +2,8 @@ package verify
 
 // Defaults is what a scheme's sender says about each event, used where a
 // source configures nothing: where its stable event id is, where its event
-// type is, and which of its headers say what the event is (forwarded to
-// destinations). Specs use package eventid's forms, "json:<path>" or
+// type is, which of its headers say what the event is (forwarded to
+// destinations), and whether copies of its signed content are refused. Specs use package eventid's forms, "json:<path>" or
 // "header:<name>"; an empty spec means the sender has none and the source
 // must configure it (event id) or goes without (event type).
 type Defaults struct {
@@ -14,6 +14,16 @@ type Defaults struct {
 	// ForwardedHeaders are the sender's headers a destination gets as
 	// they came; never a signature or a credential of the hop.
 	ForwardedHeaders []string
+	// ContentGuard is true when a source of the scheme answers a copy of
+	// signed content already recorded as a duplicate by default
+	// (duplicate_content_window defaults to the retention): the sender
+	// signs no id, so a captured delivery verifies again under any fresh
+	// one, and two distinct events of the sender never carry the same
+	// signed content, so the guard drops nothing genuine. Where distinct
+	// events can share signed content (github, shopify: bodies with
+	// second-precision times) it is false and the window is off unless
+	// the source sets it; where the id is signed it is not needed.
+	ContentGuard bool
 }
 
 // schemeDefaults holds every scheme's Defaults; a scheme absent here has
@@ -40,8 +50,12 @@ var schemeDefaults = map[string]Defaults{
 			"X-Shopify-Webhook-Id", "X-Shopify-Event-Id", "X-Shopify-Triggered-At",
 		},
 	},
-	SchemeSlack:  {EventID: "json:event_id", EventType: "json:event.type"},
-	SchemeTwilio: {EventID: "header:I-Twilio-Idempotency-Token"},
+	SchemeSlack: {EventID: "json:event_id", EventType: "json:event.type"},
+	// Twilio signs every form parameter, and each request names the
+	// message or call it is about (its SID) and what happened to it
+	// (status, sequence number): two distinct events never share signed
+	// content. Its idempotency token is not signed.
+	SchemeTwilio: {EventID: "header:I-Twilio-Idempotency-Token", ContentGuard: true},
 	// Meta sends no delivery id, and one POST batches entry[].changes[]:
 	// the POST is one event, its id the body's SHA-256 (a retry resends
 	// the same bytes), its type the product ("whatsapp_business_account",
@@ -60,29 +74,51 @@ var schemeDefaults = map[string]Defaults{
 	// the POST is one event, its id the body's SHA-256 (a retry resends
 	// the batch), its type the first notification's changeType.
 	SchemeMSGraph: {EventID: "body-sha256", EventType: "json:value.0.changeType"},
-	// Mailgun's event-data.id names the event; a retry resends it.
-	SchemeMailgun: {EventID: "json:event-data.id", EventType: "json:event-data.event"},
+	// Mailgun's event-data.id names the event; a retry resends it. Mailgun
+	// signs only timestamp + token, never event-data: the guard answers
+	// any body carrying a signature object already recorded (a forged
+	// event-data under a captured signature) as a duplicate, which is
+	// Mailgun's advice to refuse reused tokens. Each delivery gets a
+	// fresh token, so distinct events never share it.
+	SchemeMailgun: {EventID: "json:event-data.id", EventType: "json:event-data.event", ContentGuard: true},
 	// One POST batches NotificationRequestItems: the POST is one event,
 	// its id the body's SHA-256 (a retry resends the batch; Adyen's own
 	// key, pspReference + eventCode, is two fields), its type the first
-	// item's eventCode.
-	SchemeAdyen: {EventID: "body-sha256", EventType: "json:notificationItems.0.NotificationRequestItem.eventCode"},
+	// item's eventCode. Adyen signs eight fields of each item and no
+	// timestamp: the same items with other whitespace or other unsigned
+	// fields hash to a new id, so the guard answers them as duplicates.
+	// Distinct events differ in a signed field (pspReference, eventCode,
+	// success).
+	SchemeAdyen: {
+		EventID:      "body-sha256",
+		EventType:    "json:notificationItems.0.NotificationRequestItem.eventCode",
+		ContentGuard: true,
+	},
 	// Square's event_id is kept across retries (Square: "use event_id to
 	// detect duplicates").
 	SchemeSquare: {EventID: "json:event_id", EventType: "json:type"},
 	SchemePaddle: {EventID: "json:event_id", EventType: "json:event_type"},
+	// Razorpay signs the body only, not X-Razorpay-Event-Id, and no
+	// timestamp: the guard answers the body under a fresh id as a
+	// duplicate. Each body names its event and entity and carries
+	// created_at.
 	SchemeRazorpay: {
 		EventID:          "header:X-Razorpay-Event-Id",
 		EventType:        "json:event",
 		ForwardedHeaders: []string{"X-Razorpay-Event-Id"},
+		ContentGuard:     true,
 	},
 	// Linear-Delivery is a UUID per delivery; that a retry keeps it is
 	// unconfirmed (each retry re-signs a new webhookTimestamp, so the
-	// body's hash would not do).
+	// body's hash would not do). Linear-Delivery is not signed: within
+	// the minute webhookTimestamp allows, the guard answers the body
+	// under a fresh id as a duplicate; webhookTimestamp (ms) keeps
+	// distinct events' bodies apart.
 	SchemeLinear: {
 		EventID:          "header:Linear-Delivery",
 		EventType:        "json:type",
 		ForwardedHeaders: []string{"Linear-Delivery", "Linear-Event"},
+		ContentGuard:     true,
 	},
 	// Each Update's update_id; its type is which field it holds (message,
 	// callback_query, …), not a value: none by default.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"filippo.io/edwards25519"
 	"github.com/tidwall/gjson"
 
 	"github.com/webhookd/webhookd/internal/jsonlimit"
@@ -39,6 +40,9 @@ func newDiscord(cfg Config, tol int64) (scheme, error) {
 		b, err := hex.DecodeString(k)
 		if err != nil || len(b) != ed25519.PublicKeySize {
 			return nil, fmt.Errorf("verify.secrets[%d]: want the application's public key, %d hex digits", i, 2*ed25519.PublicKeySize)
+		}
+		if err := checkEd25519Key(b); err != nil {
+			return nil, fmt.Errorf("verify.secrets[%d]: %w", i, err)
 		}
 		s.keys = append(s.keys, ed25519.PublicKey(b))
 	}
@@ -124,4 +128,21 @@ func (s *discordScheme) sign(body []byte, now time.Time, _ string) (http.Header,
 	h.Set(discordTimestampHeader, ts)
 	h.Set(discordHeader, hex.EncodeToString(ed25519.Sign(priv, append([]byte(ts), body...))))
 	return h, "", nil
+}
+
+// checkEd25519Key refuses a public key no honest key pair has: one that
+// is not a point of the curve, or a point of small order (the identity,
+// the all-zero encoding a placeholder leaves, and the others of order 2,
+// 4 or 8). Under a small-order key, a signature whose R is a small-order
+// point and whose S is 0 verifies for any message with a probability of
+// 1 in 8 or better: a few tries forge any event.
+func checkEd25519Key(b []byte) error {
+	p, err := new(edwards25519.Point).SetBytes(b)
+	if err != nil {
+		return errors.New("not an Ed25519 public key (not a point of the curve)")
+	}
+	if new(edwards25519.Point).MultByCofactor(p).Equal(edwards25519.NewIdentityPoint()) == 1 {
+		return errors.New("a weak Ed25519 public key (a point of small order, such as the all-zero placeholder): any signature could verify under it; copy the application's public key from the developer portal")
+	}
+	return nil
 }

@@ -23,9 +23,14 @@ const mailgunField = "signature"
 // mailgunScheme verifies Mailgun's JSON webhooks: the body's signature
 // object holds timestamp (unix seconds), token and signature, the hex
 // HMAC-SHA256 of timestamp + token with the account's webhook signing
-// key. The timestamp must be within the tolerance; a replayed body is the
-// same event-data.id, a duplicate that records nothing (Mailgun's advice
-// to remember used tokens).
+// key. The timestamp must be within the tolerance. Nothing else is
+// signed: event-data, its id included, is whatever the request says, so
+// a captured signature object verifies under any event-data while the
+// timestamp is fresh. The source's content guard (Defaults.ContentGuard,
+// on by default) answers a second body with a recorded signature object
+// as a duplicate of the first: that is Mailgun's advice to remember used
+// tokens. The event id alone would not do it: a forged event-data
+// carries a fresh id.
 type mailgunScheme struct {
 	macs []*mac
 	tol  int64

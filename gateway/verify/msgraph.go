@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -67,6 +69,36 @@ func (s *msgraphScheme) handshake(r Request, _ time.Time) (Answer, bool, error) 
 		return Answer{}, false, refused("validationToken", "empty")
 	}
 	return Answer{Status: http.StatusOK, ContentType: contentTypeText, Body: []byte(token)}, true, nil
+}
+
+// storedBody masks every notification's clientState (each key a JSON
+// decoder could take for it, repeated or otherwise spelled ones too) with
+// its length: it is the subscription's only credential, and whoever read
+// it from a stored or forwarded payload could send accepted
+// notifications. The rest of the body is kept byte for byte.
+func (s *msgraphScheme) storedBody(body []byte) []byte {
+	type span struct{ start, end, n int }
+	var spans []span
+	gjson.GetBytes(body, "value").ForEach(func(_, n gjson.Result) bool {
+		n.ForEach(func(k, v gjson.Result) bool {
+			if strings.EqualFold(k.String(), msgraphField) && v.Index > 0 {
+				spans = append(spans, span{v.Index, v.Index + len(v.Raw), len(v.String())})
+			}
+			return true
+		})
+		return true
+	})
+	if len(spans) == 0 {
+		return body
+	}
+	out := make([]byte, 0, len(body))
+	at := 0
+	for _, sp := range spans {
+		out = append(out, body[at:sp.start]...)
+		out = strconv.AppendQuote(out, "[masked: "+strconv.Itoa(sp.n)+" bytes]")
+		at = sp.end
+	}
+	return append(out, body[at:]...)
 }
 
 // writeSigned: the clientState signs nothing.

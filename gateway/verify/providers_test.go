@@ -375,13 +375,18 @@ func TestAdyenPublishedVector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	twoItems, err := verify.AdyenSignBody(batch(adyenVectorItem(sig), strings.Replace(adyenVectorItem(sig), `"pspReference":"pspReference"`, `"pspReference":"other"`, 1)), adyenVectorKey)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name      string
 		body      []byte
 		expectErr error
 	}{
 		{"published vector, rotated key", batch(adyenVectorItem(sig)), nil},
-		{"two signed items", batch(adyenVectorItem(sig), adyenVectorItem(sig)), nil},
+		{"two signed items", twoItems, nil},
+		{"one signed item twice", batch(adyenVectorItem(sig), adyenVectorItem(sig)), verify.ErrMalformedSignature},
 		{"second item forged", batch(adyenVectorItem(sig), adyenVectorItem("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")), verify.ErrSignatureMismatch},
 		{"altered amount", bytes.Replace(batch(adyenVectorItem(sig)), []byte(`"value":1000`), []byte(`"value":9000`), 1), verify.ErrSignatureMismatch},
 		{"no signature", batch(`{"NotificationRequestItem":{"pspReference":"p"}}`), verify.ErrMissingSignature},
@@ -399,5 +404,64 @@ func TestAdyenPublishedVector(t *testing.T) {
 	}
 	if err := (verify.Config{Scheme: verify.SchemeAdyen, Secrets: []string{"not hex"}}).Validate(); err == nil || !strings.HasPrefix(err.Error(), "verify.secrets[0]") {
 		t.Errorf("non-hex key: Validate = %v", err)
+	}
+}
+
+// TestAdyenCanonicalForm: an item verifies only in the form its signed
+// string stands for (issue 23, M2). Before, amount.value 1000.99 and
+// "1000" verified under a signature for 1000 (gjson's Int truncates and
+// reads strings), and of a repeated or otherwise-spelled key the first
+// was checked while encoding/json and JavaScript read the last. Copies
+// that differ only in whitespace or unsigned fields still verify, and
+// carry the same signed content (what the content guard compares).
+func TestAdyenCanonicalForm(t *testing.T) {
+	t.Parallel()
+	const sig = "ipnxGCaUZ4l8TUW75a71/ghd2Fe5ffvX0pV4TLTntIc="
+	body := `{"live":"false","notificationItems":[` + adyenVectorItem(sig) + `]}`
+	v, err := verify.New(verify.Config{Scheme: verify.SchemeAdyen, Secrets: []string{adyenVectorKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := func(b string) []byte { return verify.SignedDigest(v, verify.Request{Body: []byte(b)}) }
+	if err := v.Verify(verify.Request{Body: []byte(body)}, time.Now()); err != nil {
+		t.Fatalf("published vector: %v", err)
+	}
+	for _, tc := range []struct {
+		name       string
+		old, new   string
+		expectSame bool // verifies, with the same signed content
+	}{
+		{"fraction", `"value":1000`, `"value":1000.99`, false},
+		{"fraction zero", `"value":1000`, `"value":1000.0`, false},
+		{"exponent", `"value":1000`, `"value":1e3`, false},
+		{"leading zero", `"value":1000`, `"value":01000`, false},
+		{"numeric string", `"value":1000`, `"value":"1000"`, false},
+		{"null value", `"value":1000`, `"value":null`, false},
+		{"repeated value", `"value":1000`, `"value":1000,"value":1`, false},
+		{"repeated pspReference", `"pspReference":"pspReference"`, `"pspReference":"pspReference","pspReference":"other"`, false},
+		{"pspReference in other case", `"pspReference":"pspReference"`, `"pspReference":"pspReference","PSPReference":"other"`, false},
+		{"escaped key", `"pspReference":"pspReference"`, `"pspReference":"pspReference","psp\u0052eference":"other"`, false},
+		{"success as a boolean", `"success":"true"`, `"success":true`, false},
+		{"pspReference as a number", `"pspReference":"pspReference"`, `"pspReference":1`, false},
+		{"repeated amount", `"amount":{`, `"amount":{"value":9},"amount":{`, false},
+		{"repeated item key", `{"NotificationRequestItem":{`, `{"NotificationRequestItem":{},"NotificationRequestItem":{`, false},
+		{"repeated items", `"notificationItems":[`, `"notificationItems":[],"notificationItems":[`, false},
+		{"whitespace", `"amount":{`, "\n  \"amount\" : {", true},
+		{"unsigned field", `"reason":"reason"`, `"reason":"refund #7"`, true},
+		{"unsigned field added", `"live":"false"`, `"live":"false","extra":1`, true},
+	} {
+		b := strings.Replace(body, tc.old, tc.new, 1)
+		if b == body {
+			t.Fatalf("%s: %q not in the body", tc.name, tc.old)
+		}
+		err := v.Verify(verify.Request{Body: []byte(b)}, time.Now())
+		switch {
+		case tc.expectSame && err != nil:
+			t.Errorf("%s: Verify = %v, want nil", tc.name, err)
+		case tc.expectSame && !bytes.Equal(digest(b), digest(body)):
+			t.Errorf("%s: signed content differs from the original's", tc.name)
+		case !tc.expectSame && !errors.Is(err, verify.ErrMalformedSignature):
+			t.Errorf("%s: Verify = %v, want %v", tc.name, err, verify.ErrMalformedSignature)
+		}
 	}
 }

@@ -22,3 +22,22 @@ func SignedDigest(v Verifier, r Request) []byte {
 	}
 	return h.Sum(nil)
 }
+
+// bodySecrets is implemented by the schemes whose sender puts a secret
+// inside the body (msgraph's clientState).
+type bodySecrets interface {
+	storedBody(body []byte) []byte
+}
+
+// StoredBody returns body as webhookd keeps and forwards it: the secrets
+// v's sender puts inside it (msgraph's clientState, the subscription's
+// only credential) replaced by their length, so that no admin reader or
+// destination learns them; for every other scheme, body itself. Call it
+// once Verify accepted body, and take the event id and signed content
+// from body as received.
+func StoredBody(v Verifier, body []byte) []byte {
+	if s, ok := v.(bodySecrets); ok {
+		return s.storedBody(body)
+	}
+	return body
+}

@@ -24,9 +24,25 @@ func Check(s string, max int) error {
 }
 
 // CheckLine is Check for one-line values (ids, names, filters): it also
-// refuses every control character (C0, DEL and C1).
+// refuses every control character (C0, DEL and C1), the line and
+// paragraph separators (U+2028, U+2029: line breaks to JavaScript and
+// many viewers) and the bidirectional formatting characters (U+061C,
+// U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), which show a value in
+// another order than it is, so two values that look alike are alike.
 func CheckLine(s string, max int) error {
 	return check(s, max, true)
+}
+
+// breaksLine reports whether r, in a one-line value, would break the
+// line or reorder how it shows.
+func breaksLine(r rune) bool {
+	switch {
+	case unicode.IsControl(r), r == 0x2028, r == 0x2029:
+		return true
+	case r == 0x061c, r == 0x200e, r == 0x200f:
+		return true
+	}
+	return r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
 }
 
 func check(s string, max int, line bool) error {
@@ -49,8 +65,8 @@ func check(s string, max int, line bool) error {
 		if r == utf8.RuneError && n == 1 {
 			return fmt.Errorf("%w: not valid UTF-8", ErrInvalid)
 		}
-		if line && unicode.IsControl(r) {
-			return fmt.Errorf("%w: contains control characters", ErrInvalid)
+		if line && breaksLine(r) {
+			return fmt.Errorf("%w: contains control, line-separator or bidirectional characters", ErrInvalid)
 		}
 		i += n
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/admin"
+	"github.com/webhookd/webhookd/internal/termsafe"
 )
 
 // ListEvents prints a page of the events query selects (the admin API's
@@ -46,6 +47,7 @@ func (c *Client) ShowEvent(ctx context.Context, w io.Writer, source, id string, 
 // printEventList prints a page of events as a table, with the count and
 // the cursors to the pages around it.
 func printEventList(w io.Writer, page admin.EventListJSON) error {
+	w = termsafe.NewWriter(w) // ids and types come from senders
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RECEIVED (UTC)\tSOURCE\tEVENT ID\tTYPE\tSTATE\tDELIVERIES\tRUNS")
 	for _, e := range page.Events {
@@ -118,6 +120,7 @@ func handedOff(e admin.EventJSON) string {
 }
 
 func printEvent(w io.Writer, d admin.EventDetailJSON) error {
+	w = termsafe.NewWriter(w) // payloads and answers come from senders and destinations
 	ts := func(t *time.Time) string {
 		if t == nil {
 			return "-"

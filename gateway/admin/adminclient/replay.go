@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/webhookd/webhookd/internal/termsafe"
 	"github.com/webhookd/webhookd/jobs"
 )
 
@@ -50,6 +51,7 @@ func printReplay(w io.Writer, raw []byte) error {
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return fmt.Errorf("webhookd's answer to the replay is not what this webhookd expects: %w", err)
 	}
+	w = termsafe.NewWriter(w) // a stored result is a destination's answer
 	for _, r := range res.Runs {
 		fmt.Fprintf(w, "%s\t%s\tgeneration %d\t%s", r.Destination, r.Key, r.Generation, r.Action)
 		if r.Result != nil {

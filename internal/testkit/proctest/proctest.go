@@ -332,6 +332,20 @@ func (r *Redis) Stop() {
 	}
 }
 
+// Freeze stops the server with SIGSTOP: it keeps its connections and
+// answers nothing, as a hung Redis does (not refusing, as a stopped one
+// does), until Thaw or the test's end.
+func (r *Redis) Freeze() {
+	r.tb.Helper()
+	r.cur.Signal(syscall.SIGSTOP)
+	r.tb.Cleanup(r.Thaw)
+}
+
+// Thaw lets a frozen server go on (SIGCONT).
+func (r *Redis) Thaw() {
+	r.cur.Signal(syscall.SIGCONT)
+}
+
 // Signal sends sig to the process (SIGQUIT stops Postgres at once, as a
 // crash would).
 func (p *Process) Signal(sig os.Signal) {
