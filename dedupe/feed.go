@@ -363,21 +363,24 @@ func (s *Store) FeedSince(ctx context.Context, t time.Time) (FeedCursor, error) 
 	return FeedCursor{XID: xid}, nil
 }
 
-// feedBacklogSQL counts, up to $5, the recorded events after a position
-// that a filter ($3 source, $4 LIKE pattern of the type) keeps.
+// feedBacklogSQL examines, in feed order, the recorded events after a
+// position, up to $5 and one more, and counts those of the first $5 that
+// a filter ($3 source, $4 LIKE pattern of the type) keeps, and all it
+// examined.
 const feedBacklogSQL = `
-SELECT count(*) FROM (
-    SELECT 1 FROM events e
-    WHERE e.feed_xid IS NOT NULL
-      AND (e.feed_xid, e.feed_seq) > ($1::text::xid8, $2::bigint)
-      AND ($3 = '' OR e.source = $3)
-      AND ($4 = '' OR COALESCE(e.event_type, '') LIKE $4)
-    LIMIT $5
+SELECT count(*) FILTER (WHERE n <= $5 AND ($3 = '' OR source = $3) AND ($4 = '' OR event_type LIKE $4)), count(*)
+FROM (
+    SELECT e.source, COALESCE(e.event_type, '') AS event_type, row_number() OVER (ORDER BY e.feed_xid, e.feed_seq) AS n
+    FROM events e
+    WHERE e.feed_xid IS NOT NULL AND (e.feed_xid, e.feed_seq) > ($1::text::xid8, $2::bigint)
+    ORDER BY e.feed_xid, e.feed_seq
+    LIMIT $5 + 1
 ) c`
 
-// FeedBacklog counts the recorded events after c that f keeps, up to
-// most: how far behind a reader at c is. complete is false when there are
-// more than most.
+// FeedBacklog counts the recorded events after c that f keeps among the
+// next most events: how far behind a reader at c is. complete is false
+// when more events follow those examined (the count is then a lower
+// bound).
 func (s *Store) FeedBacklog(ctx context.Context, c FeedCursor, f FeedFilter, most int) (n int, complete bool, err error) {
 	like := ""
 	if f.Type != "" {
@@ -387,11 +390,16 @@ func (s *Store) FeedBacklog(ctx context.Context, c FeedCursor, f FeedFilter, mos
 		}
 		like = p.Like()
 	}
+	var examined int
 	err = s.adminTx(ctx, false, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, feedBacklogSQL, strconv.FormatUint(c.XID, 10), c.Seq, f.Source, like, most+1).Scan(&n)
+		return tx.QueryRow(ctx, feedBacklogSQL, strconv.FormatUint(c.XID, 10), c.Seq, f.Source, like, most).Scan(&n, &examined)
 	})
 	if err != nil {
 		return 0, false, fmt.Errorf("error counting the event feed's backlog: %w", err)
 	}
-	return min(n, most), n <= most, nil
+	if examined > most {
+		// The extra event examined says only that there are more.
+		return n, false, nil
+	}
+	return n, true, nil
 }
