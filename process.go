@@ -318,6 +318,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		UnsafeTokenlessLoopback: cfg.Admin.UnsafeTokenlessLoopback,
 		Hosts:                   cfg.Admin.Hosts,
 		Routes:                  cfg.Routes,
+		Sources:                 cfg.Sources,
 		Dashboard:               admin.NewDashboard(p.redis, !cfg.Admin.AllowQueueActions),
 		Destinations:            destinations,
 		Logger:                  log,

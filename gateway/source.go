@@ -40,6 +40,11 @@ type Source struct {
 	// them does not want gets no run there, and its state counts one
 	// destination less.
 	Filters []glob.Filter
+	// Signing is how the sender signs, without a secret: what a
+	// developer needs to sign a copy of an event with a development
+	// secret as the sender would (the admin event stream hands it to
+	// `webhookd listen --resign`). See SigningSettings.
+	Signing verify.Config
 	// ContentWindow, when positive, turns on the guard against copies of
 	// a signed delivery under another event id: a delivery whose signed
 	// content (verify.SignedDigest) an event recorded within this window
@@ -78,6 +83,18 @@ func (e *SourceError) Error() string { return e.Field + ": " + e.Err.Error() }
 
 func (e *SourceError) Unwrap() error { return e.Err }
 
+// SigningSettings returns the settings of v that say how a sender signs
+// and are no secret: the scheme and hmac-sha256's header, encoding,
+// prefix, timestamp header and signed content. Secrets, keys, Meta's
+// verify token and the public URL are left out: it names what it keeps,
+// so a setting added to verify.Config stays out until it is added here.
+func SigningSettings(v verify.Config) verify.Config {
+	return verify.Config{
+		Scheme: v.Scheme, Header: v.Header, Encoding: v.Encoding, Prefix: v.Prefix,
+		TimestampHeader: v.TimestampHeader, SignedContent: v.SignedContent,
+	}
+}
+
 // NewSource builds a Source from its spec. It returns a *SourceError
 // naming the part that is wrong.
 func NewSource(spec SourceSpec) (Source, error) {
@@ -96,6 +113,7 @@ func NewSource(spec SourceSpec) (Source, error) {
 	src := Source{
 		Scheme: spec.Verify.Scheme, Verifier: v, EventID: id, Destinations: spec.Destinations,
 		SignatureHeader: spec.Verify.WithDefaults().Header,
+		Signing:         SigningSettings(spec.Verify),
 	}
 	typeSpec := spec.EventType
 	if typeSpec == "" {
