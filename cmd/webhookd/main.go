@@ -51,6 +51,7 @@ func rootCommand() *cobra.Command {
 		replayCommand(),
 		destinationsCommand(),
 		importCommand(),
+		listenCommand(),
 	)
 	return root
 }
