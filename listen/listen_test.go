@@ -305,14 +305,16 @@ func TestListenGetsALateCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = hold.Rollback(ctx) }()
-	if _, err := hold.Exec(ctx, `INSERT INTO event_outbox (source, external_id) VALUES ('test', 'late')`); err != nil {
+	var holder int
+	if err := hold.QueryRow(ctx, `INSERT INTO event_outbox (source, external_id) VALUES ('test', 'late') RETURNING pg_backend_pid()`).Scan(&holder); err != nil {
 		t.Fatal(err)
 	}
 	lateCode := make(chan int, 1)
 	go func() { lateCode <- send(gw1.URL(), "late") }()
-	// gateway-1's statement has inserted "late" and waits on the outbox.
+	// gateway-1's statement has inserted "late" and waits on the outbox
+	// row the test holds.
 	pipelinetest.Eventually(t, 10*time.Second, "gateway-1's record to wait on the held row", func() bool {
-		return schema.Int(t, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%event_outbox%'`) > 0
+		return schema.Int(t, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, holder) > 0
 	})
 	for i := range 3 {
 		if code := send(gw2.URL(), fmt.Sprintf("after_%d", i)); code != http.StatusAccepted {
