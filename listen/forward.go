@@ -83,29 +83,32 @@ type forwarder struct {
 	resign   string // the development secret, or ""
 	now      func() time.Time
 	signings map[string]admin.SigningJSON
+	// unsigned is told, once per source, that its events go out without
+	// a new signature because they cannot be re-signed.
+	unsigned func(source string, err error)
 }
 
 // request builds the call of ev, its call-th: the event's body and
 // headers, the Webhookd-* headers, and with a development secret a
-// signature made now.
+// signature made now. An event that cannot be re-signed (a scheme that
+// signs with a private key, a source the gateway no longer has) goes
+// out as recorded, and f.unsigned is told: the app's answer shows the
+// developer what it makes of it, and the stream goes on.
 func (f *forwarder) request(ctx context.Context, ev admin.StreamEventJSON, call int) (*http.Request, error) {
 	body, target := ev.Payload, *f.target
 	var signed http.Header
 	if f.resign != "" {
-		signing, ok := f.signings[ev.Source]
-		if !ok {
-			return nil, fmt.Errorf("%w: the gateway did not say how source %s signs (is it still configured?)", errCannotResign, ev.Source)
-		}
-		r, err := resign(signing, f.resign, body, f.now(), ev.EventID, f.target.String())
+		r, err := f.resignEvent(ev)
 		if err != nil {
-			return nil, fmt.Errorf("source %s: %w", ev.Source, err)
-		}
-		body, signed = r.body, r.header
-		if r.rawQuery != "" {
-			if target.RawQuery != "" {
-				target.RawQuery += "&"
+			f.unsigned(ev.Source, err)
+		} else {
+			body, signed = r.body, r.header
+			if r.rawQuery != "" {
+				if target.RawQuery != "" {
+					target.RawQuery += "&"
+				}
+				target.RawQuery += r.rawQuery
 			}
-			target.RawQuery += r.rawQuery
 		}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
@@ -138,13 +141,23 @@ func (f *forwarder) request(ctx context.Context, ev admin.StreamEventJSON, call 
 	return req, nil
 }
 
+// resignEvent signs ev with the development secret by its source's
+// scheme, as the last stream answer described it.
+func (f *forwarder) resignEvent(ev admin.StreamEventJSON) (resigned, error) {
+	signing, ok := f.signings[ev.Source]
+	if !ok {
+		return resigned{}, fmt.Errorf("%w: the gateway did not say how source %s signs (is it still configured?)", errCannotResign, ev.Source)
+	}
+	return resign(signing, f.resign, ev.Payload, f.now(), ev.EventID, f.target.String())
+}
+
 // call forwards ev once. It is not cut short by ctx ending (a stop
 // signal): a call under way is finished, within the client's timeout, so
 // its answer is known and recorded before the process exits.
 func (f *forwarder) call(ctx context.Context, ev admin.StreamEventJSON, call int) (outcome, error) {
 	req, err := f.request(context.WithoutCancel(ctx), ev, call)
 	if err != nil {
-		return outcome{}, err
+		return outcome{}, fmt.Errorf("error building the call of %s %s: %w", ev.Source, ev.EventID, err)
 	}
 	start := time.Now()
 	resp, err := f.client.Do(req)

@@ -110,8 +110,7 @@ type listener struct {
 // answer and the state file its cursor). It returns an error for a
 // configuration it cannot run (ErrRemoteForward among them), a gateway
 // that refuses the stream for good (*StatusError: a wrong token, an
-// unknown source), a state file it cannot read or write, or an event it
-// cannot re-sign.
+// unknown source), or a state file it cannot read or write.
 func Run(ctx context.Context, cfg Config) error {
 	cfg = cfg.WithDefaults()
 	if cfg.Server == nil {
@@ -134,6 +133,13 @@ func Run(ctx context.Context, cfg Config) error {
 		},
 		out:       &printer{out: cfg.Out, err: cfg.Err, json: cfg.JSON},
 		statePath: cfg.StatePath,
+	}
+	told := map[string]bool{}
+	l.fwd.unsigned = func(source string, err error) {
+		if !told[source] {
+			told[source] = true
+			l.out.notice(fmt.Sprintf("source %s: %v; its events go out as recorded, without a signature", source, err))
+		}
 	}
 	if l.statePath == "" {
 		if l.statePath, err = DefaultStatePath(cfg.Server); err != nil {
