@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/webhookd/webhookd/internal/testkit/pgtest"
 )
