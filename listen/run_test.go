@@ -89,8 +89,9 @@ func (a *fakeApp) seen() []string {
 }
 
 // runUntil runs Run until cond holds (or 10s pass), then stops it as a
-// signal would, and returns Run's error and its output.
-func runUntil(t *testing.T, cfg Config, cond func() bool) (error, string, string) {
+// signal would, and returns its output (events, notices) and Run's
+// error.
+func runUntil(t *testing.T, cfg Config, cond func() bool) (string, string, error) {
 	t.Helper()
 	var out, errOut safeBuffer
 	cfg.Out, cfg.Err, cfg.RetryMax, cfg.Wait = &out, &errOut, 20*time.Millisecond, 50*time.Millisecond
@@ -102,17 +103,17 @@ func runUntil(t *testing.T, cfg Config, cond func() bool) (error, string, string
 		select {
 		case err := <-done:
 			cancel()
-			return err, out.String(), errOut.String()
+			return out.String(), errOut.String(), err
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
 	cancel()
 	select {
 	case err := <-done:
-		return err, out.String(), errOut.String()
+		return out.String(), errOut.String(), err
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after its context ended")
-		return nil, "", ""
+		return "", "", nil
 	}
 }
 
@@ -157,7 +158,7 @@ func TestRunForwardsRetriesAndResumes(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state.json")
 	cfg := Config{Server: server, Token: "secret-token-0123456789", ForwardTo: app.URL + "/hooks", StatePath: state}
 
-	err, out, notices := runUntil(t, cfg, func() bool { return len(appAnswers.seen()) >= 3 })
+	out, notices, err := runUntil(t, cfg, func() bool { return len(appAnswers.seen()) >= 3 })
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, notices)
 	}
@@ -181,7 +182,7 @@ func TestRunForwardsRetriesAndResumes(t *testing.T) {
 	t.Cleanup(app2.Close)
 	state2 := filepath.Join(t.TempDir(), "state.json")
 	cfg.ForwardTo, cfg.StatePath = app2.URL, state2
-	err, _, notices = runUntil(t, cfg, func() bool { return len(down.seen()) >= 2 })
+	_, notices, err = runUntil(t, cfg, func() bool { return len(down.seen()) >= 2 })
 	if err != nil || !strings.Contains(notices, "HTTP 503 for src e1; retrying") {
 		t.Fatalf("Run while the app is down: %v\n%s", err, notices)
 	}
@@ -194,7 +195,7 @@ func TestRunForwardsRetriesAndResumes(t *testing.T) {
 	app3 := httptest.NewServer(up)
 	t.Cleanup(app3.Close)
 	cfg.ForwardTo = app3.URL
-	err, _, notices = runUntil(t, cfg, func() bool { return len(up.seen()) >= 2 })
+	_, notices, err = runUntil(t, cfg, func() bool { return len(up.seen()) >= 2 })
 	if err != nil || !strings.Contains(notices, "resuming after cursor 1.0") {
 		t.Fatalf("Run resuming: %v\n%s", err, notices)
 	}
@@ -213,7 +214,7 @@ func TestRunStopsOnARefusal(t *testing.T) {
 	t.Cleanup(srv.Close)
 	server, _ := url.Parse(srv.URL)
 	cfg := Config{Server: server, Token: "a-wrong-token-0123456789", ForwardTo: "http://localhost:1/x", StatePath: filepath.Join(t.TempDir(), "s.json")}
-	err, _, notices := runUntil(t, cfg, func() bool { return false })
+	_, notices, err := runUntil(t, cfg, func() bool { return false })
 	var se *StatusError
 	if !errors.As(err, &se) || se.Status != http.StatusUnauthorized || strings.Contains(err.Error()+notices, cfg.Token) ||
 		!strings.Contains(err.Error(), "WEBHOOKD_ADMIN_TOKEN") {
@@ -224,7 +225,7 @@ func TestRunStopsOnARefusal(t *testing.T) {
 	gw.status = http.StatusServiceUnavailable
 	gw.mu.Unlock()
 	cfg.Token = "secret-token-0123456789"
-	err, _, notices = runUntil(t, cfg, func() bool {
+	_, notices, err = runUntil(t, cfg, func() bool {
 		gw.mu.Lock()
 		defer gw.mu.Unlock()
 		return len(gw.asked) >= 4
@@ -234,7 +235,7 @@ func TestRunStopsOnARefusal(t *testing.T) {
 	}
 
 	cfg.ForwardTo = "http://example.com/hooks"
-	if err, _, _ := runUntil(t, cfg, func() bool { return false }); !errors.Is(err, ErrRemoteForward) {
+	if _, _, err := runUntil(t, cfg, func() bool { return false }); !errors.Is(err, ErrRemoteForward) {
 		t.Fatalf("Run forwarding to another machine: %v, want ErrRemoteForward", err)
 	}
 }
