@@ -50,7 +50,8 @@ type Config struct {
 	// Err receives notices (resuming, behind, retrying). Defaults to
 	// os.Stderr.
 	Err io.Writer
-	// LocalTimeout bounds one call to ForwardTo. Defaults to 30s.
+	// LocalTimeout bounds one call to ForwardTo (and so how long a stop
+	// waits for the call in flight). Defaults to 10s.
 	LocalTimeout time.Duration
 	// RetryMax is the longest wait between tries of ForwardTo or of the
 	// gateway while either is down. Defaults to 2s.
@@ -62,7 +63,7 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultLocalTimeout = 30 * time.Second
+	DefaultLocalTimeout = 10 * time.Second
 	DefaultRetryMax     = 2 * time.Second
 	DefaultWait         = 10 * time.Second
 	// retryMin is the first wait after a failed try.
@@ -149,7 +150,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if l.state, err = loadState(l.statePath); err != nil {
 		return err
 	}
-	l.state.Server = serverID(cfg.Server)
+	if id := serverID(cfg.Server); l.state.Server != id {
+		if l.state.Server != "" && cfg.From == "" {
+			// A cursor is a position in one gateway's database.
+			return fmt.Errorf("the state file %s follows %s, not %s: give another --state, or --from to start over", l.statePath, l.state.Server, id)
+		}
+		l.state = state{Server: id}
+	}
 	return l.run(ctx)
 }
 
@@ -197,6 +204,7 @@ func (l *listener) run(ctx context.Context) error {
 				down = time.Now()
 				l.out.notice(fmt.Sprintf("the gateway is unreachable (%v); retrying", err))
 			}
+			count = true // say how far behind once it answers again
 			if !sleep(ctx, backoff) {
 				return nil
 			}

@@ -239,3 +239,26 @@ func TestRunStopsOnARefusal(t *testing.T) {
 		t.Fatalf("Run forwarding to another machine: %v, want ErrRemoteForward", err)
 	}
 }
+
+// TestRunRefusesAnotherGatewaysState: a cursor is a position in one
+// gateway's database, so a state file of another gateway is refused
+// unless --from starts over.
+func TestRunRefusesAnotherGatewaysState(t *testing.T) {
+	t.Parallel()
+	gw := httptest.NewServer(&fakeGateway{})
+	t.Cleanup(gw.Close)
+	server, _ := url.Parse(gw.URL)
+	path := filepath.Join(t.TempDir(), "state.json")
+	if err := saveState(path, state{Server: "https://hooks.other.example", Cursor: "99.1"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Server: server, Token: "secret-token-0123456789", ForwardTo: "http://localhost:1/x", StatePath: path}
+	if _, _, err := runUntil(t, cfg, func() bool { return false }); err == nil || !strings.Contains(err.Error(), "follows https://hooks.other.example") {
+		t.Fatalf("Run on another gateway's state: %v", err)
+	}
+	cfg.From = "now"
+	_, notices, err := runUntil(t, cfg, func() bool { st, _ := loadState(path); return st.Cursor == "1.0" })
+	if err != nil || !strings.Contains(notices, "starting from now") {
+		t.Fatalf("Run with --from now on another gateway's state: %v\n%s", err, notices)
+	}
+}

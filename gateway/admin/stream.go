@@ -50,9 +50,9 @@ const (
 	streamPoll = 100 * time.Millisecond
 	// streamCountMost is how far count=1 looks past next.
 	streamCountMost = 10000
-	// ListenDestination is the destination name in the key of an event
+	// listenDestination is the destination name in the key of an event
 	// a follower forwards: <source>:listen:<id>.
-	ListenDestination = "listen"
+	listenDestination = "listen"
 )
 
 // StreamJSON is GET /admin/events/stream's answer.
@@ -270,7 +270,7 @@ func (a *Admin) waitForEvents(ctx context.Context, pos dedupe.FeedCursor, r stre
 // stored masked.
 func streamEventJSON(ev dedupe.FeedEvent) StreamEventJSON {
 	out := StreamEventJSON{
-		Cursor: ev.Cursor.String(), Key: jobs.Key(ev.Source, ListenDestination, ev.ExternalID, 1),
+		Cursor: ev.Cursor.String(), Key: jobs.Key(ev.Source, listenDestination, ev.ExternalID, 1),
 		Source: ev.Source, EventID: ev.ExternalID, EventType: ev.EventType, ReceivedAt: ev.ReceivedAt,
 		ContentType: ev.ContentType, Headers: map[string][]string{}, Payload: ev.Payload,
 	}
