@@ -12,15 +12,14 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/gateway/admin"
+	"github.com/webhookd/webhookd/gateway/admin/adminclient"
 )
 
 // Config configures a listen run.
 type Config struct {
-	// Server is the gateway's base URL. Required.
-	Server *url.URL
-	// Token is the admin token the gateway takes (a read-only one is
-	// enough). Sent to Server only, never printed.
-	Token string
+	// Admin calls the gateway's admin API with its token (a read-only
+	// one is enough; never printed). Required.
+	Admin *adminclient.Client
 	// ForwardTo is the URL each event is POSTed to. Required; on this
 	// machine (loopback) unless AllowRemote.
 	ForwardTo string
@@ -40,7 +39,8 @@ type Config struct {
 	// with it by its source's scheme, in place of the sender's
 	// signature. Empty forwards without a signature.
 	Resign string
-	// StatePath is the state file. Defaults to DefaultStatePath(Server).
+	// StatePath is the state file. Defaults to DefaultStatePath of the
+	// gateway.
 	StatePath string
 	// JSON prints one JSON object per event (and per notice) instead of
 	// text.
@@ -99,6 +99,7 @@ var cursorPattern = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
 // listener is one run's state.
 type listener struct {
 	cfg       Config
+	server    *url.URL
 	stream    *streamClient
 	fwd       *forwarder
 	out       *printer
@@ -110,20 +111,23 @@ type listener struct {
 // until ctx ends (then it returns nil once the call in flight has its
 // answer and the state file its cursor). It returns an error for a
 // configuration it cannot run (ErrRemoteForward among them), a gateway
-// that refuses the stream for good (*StatusError: a wrong token, an
-// unknown source), or a state file it cannot read or write.
+// that refuses the stream for good (wrapping *adminclient.APIError: a
+// wrong token, an unknown source), or a state file it cannot read or
+// write.
 func Run(ctx context.Context, cfg Config) error {
 	cfg = cfg.WithDefaults()
-	if cfg.Server == nil {
+	if cfg.Admin == nil {
 		return errors.New("listen: no gateway (--server)")
 	}
+	server := cfg.Admin.Server()
 	target, err := checkForwardTo(cfg.ForwardTo, cfg.AllowRemote)
 	if err != nil {
 		return err
 	}
 	l := &listener{
 		cfg:    cfg,
-		stream: newStreamClient(cfg.Server, cfg.Token, cfg.Source, cfg.Type, cfg.Wait),
+		server: server,
+		stream: newStreamClient(cfg.Admin, cfg.Source, cfg.Type, cfg.Wait),
 		fwd: &forwarder{
 			target: target, resign: cfg.Resign, now: time.Now,
 			client: &http.Client{
@@ -143,14 +147,14 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	if l.statePath == "" {
-		if l.statePath, err = DefaultStatePath(cfg.Server); err != nil {
+		if l.statePath, err = DefaultStatePath(server); err != nil {
 			return err
 		}
 	}
 	if l.state, err = loadState(l.statePath); err != nil {
 		return err
 	}
-	if id := serverID(cfg.Server); l.state.Server != id {
+	if id := serverID(server); l.state.Server != id {
 		if l.state.Server != "" && cfg.From == "" {
 			// A cursor is a position in one gateway's database.
 			return fmt.Errorf("the state file %s follows %s, not %s: give another --state, or --from to start over", l.statePath, l.state.Server, id)
@@ -182,7 +186,7 @@ func (l *listener) start() url.Values {
 }
 
 func (l *listener) run(ctx context.Context) error {
-	l.out.notice(fmt.Sprintf("following %s%s, forwarding to %s", serverID(l.cfg.Server), l.filterText(), l.fwd.target))
+	l.out.notice(fmt.Sprintf("following %s%s, forwarding to %s", serverID(l.server), l.filterText(), l.fwd.target))
 	from := l.start()
 	// The first request answers at once, so the state file holds a
 	// concrete position (a start "now" is fixed) and the backlog is said
@@ -193,12 +197,11 @@ func (l *listener) run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		page, err := l.stream.fetch(ctx, from, count, first)
 		if err != nil {
-			var se *StatusError
 			switch {
 			case ctx.Err() != nil:
 				return nil
-			case errors.As(err, &se):
-				return se
+			case refused(err):
+				return err
 			}
 			if down.IsZero() {
 				down = time.Now()

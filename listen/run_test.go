@@ -16,7 +16,20 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/gateway/admin"
+	"github.com/webhookd/webhookd/gateway/admin/adminclient"
 )
+
+// goodToken is the token fakeGateway takes.
+const goodToken = "secret-token-0123456789"
+
+func adminClient(t *testing.T, server, token string) *adminclient.Client {
+	t.Helper()
+	c, err := adminclient.New(server, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
 
 // fakeGateway serves a scripted event stream: two events after 1.0,
 // nothing after 1.2 (answered after the asked wait, up to 100ms).
@@ -31,7 +44,7 @@ func (g *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.asked = append(g.asked, r.URL.Query())
 	status := g.status
 	g.mu.Unlock()
-	if r.URL.Path != "/admin/events/stream" || r.Header.Get("Authorization") != "Bearer secret-token-0123456789" {
+	if r.URL.Path != "/admin/events/stream" || r.Header.Get("Authorization") != "Bearer "+goodToken {
 		http.Error(w, `{"error":"missing or wrong admin token"}`, http.StatusUnauthorized)
 		return
 	}
@@ -143,7 +156,6 @@ func TestRunForwardsRetriesAndResumes(t *testing.T) {
 	t.Parallel()
 	gw := httptest.NewServer(&fakeGateway{})
 	t.Cleanup(gw.Close)
-	server, _ := url.Parse(gw.URL)
 	appAnswers := &fakeApp{answer: func(id string, n int) int {
 		switch {
 		case id == "e1" && n == 1:
@@ -156,7 +168,7 @@ func TestRunForwardsRetriesAndResumes(t *testing.T) {
 	app := httptest.NewServer(appAnswers)
 	t.Cleanup(app.Close)
 	state := filepath.Join(t.TempDir(), "state.json")
-	cfg := Config{Server: server, Token: "secret-token-0123456789", ForwardTo: app.URL + "/hooks", StatePath: state}
+	cfg := Config{Admin: adminClient(t, gw.URL, goodToken), ForwardTo: app.URL + "/hooks", StatePath: state}
 
 	out, notices, err := runUntil(t, cfg, func() bool { return len(appAnswers.seen()) >= 3 })
 	if err != nil {
@@ -168,7 +180,7 @@ func TestRunForwardsRetriesAndResumes(t *testing.T) {
 	if !strings.Contains(out, "e1  → 200 after 2 calls") || !strings.Contains(out, "e2  → 400 refused, not retried") {
 		t.Errorf("output:\n%s", out)
 	}
-	if strings.Contains(out+notices, cfg.Token) {
+	if strings.Contains(out+notices, goodToken) {
 		t.Errorf("the token was printed:\n%s%s", out, notices)
 	}
 	st, err := loadState(state)
@@ -205,18 +217,19 @@ func TestRunForwardsRetriesAndResumes(t *testing.T) {
 }
 
 // TestRunStopsOnARefusal: a gateway that refuses the token ends the run
-// with a StatusError that says what to do and shows no token; one that
+// with the admin client's error, which says what to do and shows no
+// token; one that
 // fails (5xx) is retried until it answers.
 func TestRunStopsOnARefusal(t *testing.T) {
 	t.Parallel()
 	gw := &fakeGateway{}
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
-	server, _ := url.Parse(srv.URL)
-	cfg := Config{Server: server, Token: "a-wrong-token-0123456789", ForwardTo: "http://localhost:1/x", StatePath: filepath.Join(t.TempDir(), "s.json")}
+	const wrong = "a-wrong-token-0123456789"
+	cfg := Config{Admin: adminClient(t, srv.URL, wrong), ForwardTo: "http://localhost:1/x", StatePath: filepath.Join(t.TempDir(), "s.json")}
 	_, notices, err := runUntil(t, cfg, func() bool { return false })
-	var se *StatusError
-	if !errors.As(err, &se) || se.Status != http.StatusUnauthorized || strings.Contains(err.Error()+notices, cfg.Token) ||
+	var ae *adminclient.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusUnauthorized || strings.Contains(err.Error()+notices, wrong) ||
 		!strings.Contains(err.Error(), "WEBHOOKD_ADMIN_TOKEN") {
 		t.Fatalf("Run with a wrong token: %v", err)
 	}
@@ -224,13 +237,13 @@ func TestRunStopsOnARefusal(t *testing.T) {
 	gw.mu.Lock()
 	gw.status = http.StatusServiceUnavailable
 	gw.mu.Unlock()
-	cfg.Token = "secret-token-0123456789"
+	cfg.Admin = adminClient(t, srv.URL, goodToken)
 	_, notices, err = runUntil(t, cfg, func() bool {
 		gw.mu.Lock()
 		defer gw.mu.Unlock()
 		return len(gw.asked) >= 4
 	})
-	if err != nil || !strings.Contains(notices, "the gateway is unreachable (HTTP 503: scripted); retrying") {
+	if err != nil || !strings.Contains(notices, "the gateway is unreachable (webhookd answered 503 Service Unavailable: scripted); retrying") {
 		t.Fatalf("Run against a failing gateway: %v\n%s", err, notices)
 	}
 
@@ -247,12 +260,11 @@ func TestRunRefusesAnotherGatewaysState(t *testing.T) {
 	t.Parallel()
 	gw := httptest.NewServer(&fakeGateway{})
 	t.Cleanup(gw.Close)
-	server, _ := url.Parse(gw.URL)
 	path := filepath.Join(t.TempDir(), "state.json")
 	if err := saveState(path, state{Server: "https://hooks.other.example", Cursor: "99.1"}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Server: server, Token: "secret-token-0123456789", ForwardTo: "http://localhost:1/x", StatePath: path}
+	cfg := Config{Admin: adminClient(t, gw.URL, goodToken), ForwardTo: "http://localhost:1/x", StatePath: path}
 	if _, _, err := runUntil(t, cfg, func() bool { return false }); err == nil || !strings.Contains(err.Error(), "follows https://hooks.other.example") {
 		t.Fatalf("Run on another gateway's state: %v", err)
 	}

@@ -2,52 +2,28 @@ package listen
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/webhookd/webhookd/gateway/admin"
+	"github.com/webhookd/webhookd/gateway/admin/adminclient"
 )
 
-// StatusError is the gateway refusing a stream request for good (a 4xx
-// other than 408 and 429): a token it does not take, a cursor or filter
-// it cannot use, a gateway without the stream. Run stops with it; other
-// failures (no answer, 5xx) are retried.
-type StatusError struct {
-	// Status is the answer's status code.
-	Status int
-	// Msg is the gateway's error message.
-	Msg string
-}
+// streamPath is the gateway's event stream.
+const streamPath = "/admin/events/stream"
 
-func (e *StatusError) Error() string {
-	switch e.Status {
-	case http.StatusUnauthorized:
-		return "the gateway refused the admin token (401: " + e.Msg + "): set WEBHOOKD_ADMIN_TOKEN to an admin token of it (a read-only one is enough)"
-	case http.StatusNotFound:
-		return "the gateway has no event stream (404): it is older than webhookd listen; upgrade it"
-	}
-	return fmt.Sprintf("the gateway refused the stream request (%d %s): %s", e.Status, http.StatusText(e.Status), e.Msg)
-}
-
-// streamClient asks a gateway's event stream for pages.
+// streamClient asks a gateway's event stream for pages, through the
+// operator commands' admin client (its token, its errors).
 type streamClient struct {
-	endpoint *url.URL
-	token    string
-	http     *http.Client
-	filter   url.Values // source, type
-	wait     time.Duration
+	admin  *adminclient.Client
+	filter url.Values // source, type
+	wait   time.Duration
 }
 
-func newStreamClient(server *url.URL, token string, source, typ string, wait time.Duration) *streamClient {
-	endpoint := *server
-	endpoint.Path = strings.TrimSuffix(endpoint.Path, "/") + "/admin/events/stream"
-	endpoint.RawQuery, endpoint.Fragment = "", ""
+func newStreamClient(c *adminclient.Client, source, typ string, wait time.Duration) *streamClient {
 	filter := url.Values{}
 	if source != "" {
 		filter.Set("source", source)
@@ -55,17 +31,13 @@ func newStreamClient(server *url.URL, token string, source, typ string, wait tim
 	if typ != "" {
 		filter.Set("type", typ)
 	}
-	return &streamClient{
-		endpoint: &endpoint, token: token, filter: filter, wait: wait,
-		// The gateway answers within wait plus a read of the feed; past
-		// twice that plus 10s the connection is taken as dead.
-		http: &http.Client{Timeout: 2*wait + 10*time.Second},
-	}
+	return &streamClient{admin: c, filter: filter, wait: wait}
 }
 
 // fetch asks for the page at from (after=… or since=…), waiting up to
 // the client's wait for events (not at all with noWait), and with count
-// the backlog after it.
+// the backlog after it. An error that is a refusal for good (refused)
+// wraps an *adminclient.APIError.
 func (c *streamClient) fetch(ctx context.Context, from url.Values, count, noWait bool) (admin.StreamJSON, error) {
 	q := url.Values{}
 	for k, v := range c.filter {
@@ -82,42 +54,26 @@ func (c *streamClient) fetch(ctx context.Context, from url.Values, count, noWait
 	if count {
 		q.Set("count", "1")
 	}
-	u := *c.endpoint
-	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return admin.StreamJSON{}, err
-	}
-	req.Header.Set("Accept", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return admin.StreamJSON{}, describeCallError(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		var e struct {
-			Error   string `json:"error"`
-			Message string `json:"message"`
-		}
-		msg := strings.TrimSpace(string(raw))
-		if json.Unmarshal(raw, &e) == nil && e.Error+e.Message != "" {
-			msg = e.Error + e.Message
-		}
-		if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusRequestTimeout && resp.StatusCode != http.StatusTooManyRequests {
-			return admin.StreamJSON{}, &StatusError{Status: resp.StatusCode, Msg: msg}
-		}
-		return admin.StreamJSON{}, fmt.Errorf("HTTP %d: %s", resp.StatusCode, msg)
-	}
 	var page admin.StreamJSON
-	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
-		return admin.StreamJSON{}, fmt.Errorf("reading the stream's answer: %w", err)
+	if _, err := c.admin.Get(ctx, streamPath, q, &page); err != nil {
+		var ae *adminclient.APIError
+		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+			return page, fmt.Errorf("%w (a gateway older than webhookd listen has no event stream: upgrade it)", err)
+		}
+		return page, err
 	}
 	if page.Next == "" {
-		return admin.StreamJSON{}, errors.New("the stream's answer has no cursor")
+		return page, errors.New("the stream's answer has no cursor")
 	}
 	return page, nil
+}
+
+// refused reports whether err is the gateway refusing the stream request
+// for good (a 4xx other than 408 and 429: a token it does not take, a
+// cursor or filter it cannot use, a gateway without the stream). Other
+// failures (no answer, 5xx) are retried.
+func refused(err error) bool {
+	var ae *adminclient.APIError
+	return errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 &&
+		ae.Status != http.StatusRequestTimeout && ae.Status != http.StatusTooManyRequests
 }

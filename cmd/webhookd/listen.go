@@ -27,7 +27,7 @@ it resumes there. The local URL is retried while it is down.`,
 			if err != nil {
 				return err
 			}
-			cfg.Server, cfg.Token = c.base, c.token
+			cfg.Admin = c
 			cfg.Out, cfg.Err = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			return listen.Run(cmd.Context(), cfg)
 		},
