@@ -28,7 +28,7 @@ import (
 // that can still commit has an id at or above that line, so everything
 // below it is final, and a cursor that moved past it never needs to look
 // back. The cost on the ack path is two column defaults and one entry in
-// a narrow index per new event (migration 0022; docs/performance.md).
+// a narrow index per new event (migration 0023; docs/performance.md).
 //
 // The price is that an event becomes readable only once every older
 // writing transaction of the database cluster has ended: a transaction

@@ -12,10 +12,10 @@ import (
 	"github.com/webhookd/webhookd/internal/testkit/pgtest"
 )
 
-// BenchmarkRecordFeedCost measures what the event feed (migration 0022:
+// BenchmarkRecordFeedCost measures what the event feed (migration 0023:
 // two column defaults and an index entry per new event) adds to the ack
 // path: the same record statements on a schema as migrated ("feed=on")
-// and on one whose feed defaults and index are dropped, as before 0022
+// and on one whose feed defaults and index are dropped, as before 0023
 // ("feed=off"). "batch=N" is RecordBatch of N new events per op, one
 // statement in flight; "batcher" is group commit from 64 goroutines per
 // GOMAXPROCS, as the gateway records. Alternate the two with -count to

@@ -16,7 +16,7 @@ import (
 // change: WAL bytes and records, and buffers dirtied, per new event, of
 // the record statement (EXPLAIN (ANALYZE, WAL, BUFFERS), rolled back) on
 // a schema as migrated ("feed=on") and on one without the feed's
-// defaults and index, as before migration 0022 ("feed=off"), in batches
+// defaults and index, as before migration 0023 ("feed=off"), in batches
 // of 64 events with 1 KiB bodies:
 //
 //	go test -run '^$' -bench RecordFeedWAL -benchtime 20x ./dedupe/
