@@ -328,7 +328,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		UnsafeTokenlessLoopback: cfg.Admin.UnsafeTokenlessLoopback,
 		Hosts:                   cfg.Admin.Hosts,
 		Routes:                  cfg.Sources.Routes,
-		SignatureHeaders:        gateway.SignatureHeaders(cfg.Sources.Gateway),
+		Sources:                 cfg.Sources.Gateway,
 		Dashboard:               admin.NewDashboard(p.redis, !cfg.Admin.AllowQueueActions),
 		Destinations:            destinations,
 		Logger:                  log,

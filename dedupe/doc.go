@@ -63,6 +63,15 @@
 // live task in Redis. Every step is a single statement, so a process may
 // die between any two.
 //
+// # The event feed
+//
+// [Store.ReadFeed] hands out recorded events from a cursor, in a stable
+// order that never skips one committed late (feed.go): an event's
+// position is the id of the transaction that inserted it and a tie-break,
+// set by column defaults at insert, and a read hands out only events
+// whose transaction is older than the oldest one still running. The
+// admin event stream and `webhookd listen` follow it.
+//
 // # Ordering, retention, the duplicate check
 //
 // [Store.AdvanceVersion] decides in one upsert on entity_versions whether

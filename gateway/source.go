@@ -40,6 +40,11 @@ type Source struct {
 	// even a credential or a signature, since they are forwarded from
 	// what is stored.
 	ForwardHeaders []string
+	// Signing is how the sender signs, without a secret: what a
+	// developer needs to sign a copy of an event with a development
+	// secret as the sender would (the admin event stream hands it to
+	// `webhookd listen --resign`). See SigningSettings.
+	Signing verify.Config
 	// ContentWindow, when positive, turns on the guard against copies of
 	// a signed delivery under another event id: a delivery whose signed
 	// content (verify.SignedDigest) an event recorded within this window
@@ -96,6 +101,18 @@ type SourceOptions struct {
 	ForwardHeaders []string
 }
 
+// SigningSettings returns the settings of v that say how a sender signs
+// and are no secret: the scheme and hmac-sha256's header, encoding,
+// prefix, timestamp header and signed content. Secrets, keys, Meta's
+// verify token and the public URL are left out: it names what it keeps,
+// so a setting added to verify.Config stays out until it is added here.
+func SigningSettings(v verify.Config) verify.Config {
+	return verify.Config{
+		Scheme: v.Scheme, Header: v.Header, Encoding: v.Encoding, Prefix: v.Prefix,
+		TimestampHeader: v.TimestampHeader, SignedContent: v.SignedContent,
+	}
+}
+
 // NewSource checks spec and builds its Source. Every problem is reported,
 // joined, as a *field.Error whose path is the spec's key ("event_id",
 // "verify.secrets[0]", "order.version").
@@ -110,6 +127,7 @@ func NewSource(spec SourceSpec, opts SourceOptions) (Source, error) {
 	src := Source{
 		Scheme: spec.Verify.Scheme, Verifier: v, PlanFunc: opts.PlanFunc,
 		SignatureHeader: spec.Verify.WithDefaults().Header,
+		Signing:         SigningSettings(spec.Verify),
 	}
 	for _, name := range opts.ForwardHeaders {
 		if name = http.CanonicalHeaderKey(name); !slices.Contains(src.ForwardHeaders, name) {
@@ -197,15 +215,3 @@ func defaultContentWindow(scheme string, retention time.Duration) time.Duration 
 	return 0
 }
 
-// SignatureHeaders returns each source's SignatureHeader, by source
-// name, for the sources that have one: what MaskHeaders needs to show a
-// forwarded signature header masked on the admin pages.
-func SignatureHeaders(sources map[string]Source) map[string]string {
-	out := make(map[string]string)
-	for name, src := range sources {
-		if src.SignatureHeader != "" {
-			out[name] = src.SignatureHeader
-		}
-	}
-	return out
-}

@@ -52,6 +52,7 @@ func rootCommand() *cobra.Command {
 		replayCommand(),
 		destinationsCommand(),
 		importCommand(),
+		listenCommand(),
 	)
 	return root
 }

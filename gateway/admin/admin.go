@@ -18,12 +18,16 @@ import (
 	"github.com/webhookd/webhookd/jobs"
 )
 
-// eventStore reads events for the listing and the event page;
-// *dedupe.Store satisfies it.
+// eventStore reads events for the listing, the event page and the event
+// stream; *dedupe.Store satisfies it.
 type eventStore interface {
 	ListEvents(ctx context.Context, f dedupe.EventFilter) (dedupe.EventPage, error)
 	CountEvents(ctx context.Context, f dedupe.EventFilter) (dedupe.EventCount, error)
 	GetEvent(ctx context.Context, source, externalID string, held ...dedupe.HeldDestination) (dedupe.EventDetail, error)
+	ReadFeed(ctx context.Context, r dedupe.FeedRequest) (dedupe.FeedPage, error)
+	FeedHead(ctx context.Context) (dedupe.FeedCursor, error)
+	FeedSince(ctx context.Context, t time.Time) (dedupe.FeedCursor, error)
+	FeedBacklog(ctx context.Context, c dedupe.FeedCursor, f dedupe.FeedFilter, most int) (int, bool, error)
 }
 
 // Config configures the admin surface.
@@ -62,10 +66,12 @@ type Config struct {
 	// Routes are the configured sources and their destinations, for the
 	// filters and the pages (the Replayer has its own).
 	Routes jobs.Routes
-	// SignatureHeaders are the sources' own signature headers whose names
-	// do not say so (gateway.SignatureHeaders), by source: shown masked
-	// where a destination forwards them and so they are stored as sent.
-	SignatureHeaders map[string]string
+	// Sources are the configured senders: the event stream says how each
+	// signs (gateway.Source.Signing), never with what secret, and each
+	// source's own signature header (gateway.Source.SignatureHeader) is
+	// shown masked where a destination forwards it and so it is stored
+	// as sent.
+	Sources map[string]gateway.Source
 	// Dashboard, when set, is served at /admin/queues/ behind the same
 	// check (see NewDashboard).
 	Dashboard http.Handler
@@ -191,6 +197,7 @@ func (a *Admin) Mount(e *echo.Echo) {
 	g := e.Group("/admin", gateway.LimitBody(adminBodyLimit), securityHeaders, a.middleware)
 	g.POST("/logout", a.logout)
 	g.GET("/events", a.listEvents)
+	g.GET("/events/stream", a.streamEvents)
 	g.GET("/events/:source/:id", a.getEvent)
 	g.POST("/events/:source/:id/replay", a.replayEvent)
 	g.POST("/replay", a.bulkReplayAPI)

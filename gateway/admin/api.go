@@ -135,7 +135,7 @@ type AttemptJSON struct {
 }
 
 // toDetailJSON is d for the API, its headers masked (signatureHeader is
-// the source's, see Config.SignatureHeaders).
+// the source's, see Config.Sources).
 func toDetailJSON(d dedupe.EventDetail, signatureHeader string) EventDetailJSON {
 	out := EventDetailJSON{
 		EventJSON:    toEventJSON(d.EventSummary),
@@ -266,7 +266,7 @@ func (a *Admin) getEvent(c echo.Context) error {
 	if err != nil {
 		return httpError(err)
 	}
-	return c.JSON(http.StatusOK, toDetailJSON(d, a.cfg.SignatureHeaders[source]))
+	return c.JSON(http.StatusOK, toDetailJSON(d, a.cfg.Sources[source].SignatureHeader))
 }
 
 // bindInput reads a POST's optional JSON body into dst (415 for a body

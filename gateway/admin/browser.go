@@ -272,7 +272,7 @@ func (a *Admin) browseEvent(c echo.Context) error {
 		return httpError(err)
 	}
 	dests, _ := a.cfg.Routes.DestinationNames(source)
-	data := eventPage{Event: d, Destinations: dests, Payload: showPayload(d.Payload), Headers: indentJSON(gateway.MaskHeaders(d.Headers, a.cfg.SignatureHeaders[source])), TraceID: traceID(d.TraceParent), Flash: flashes[c.QueryParam("replayed")]}
+	data := eventPage{Event: d, Destinations: dests, Payload: showPayload(d.Payload), Headers: indentJSON(gateway.MaskHeaders(d.Headers, a.cfg.Sources[source].SignatureHeader)), TraceID: traceID(d.TraceParent), Flash: flashes[c.QueryParam("replayed")]}
 	if c.QueryParam("error") != "" {
 		data.FlashError = "The replay was recorded but could not be enqueued (is Redis up?). Replay again without force."
 	}

@@ -3,6 +3,8 @@
 //
 //	GET  /admin/events                    list events (search and filters, count, newer and older
 //	                                      pages); the list page for a browser (Accept: text/html)
+//	GET  /admin/events/stream             follow recorded events from a cursor (long poll; stream.go),
+//	                                      what webhookd listen reads; a read-only token is enough
 //	GET  /admin/events/:source/:id        one event: payload, headers, runs, attempt log; the
 //	                                      event page for a browser (one URL per event)
 //	POST /admin/events/:source/:id/replay replay by id (force=true for a new generation, which

@@ -51,6 +51,14 @@ func New(server, token string) (*Client, error) {
 	return &Client{base: u, token: token, http: &http.Client{Timeout: 60 * time.Second}}, nil
 }
 
+// Server returns the base URL of the webhookd the client calls, without
+// credentials (it names the server in output and state files).
+func (c *Client) Server() *url.URL {
+	u := *c.base
+	u.User = nil
+	return &u
+}
+
 // ServerOf returns the base URL of a webhookd listening on listen: on
 // loopback when it names every interface.
 func ServerOf(listen string) (string, error) {
