@@ -214,4 +214,3 @@ func defaultContentWindow(scheme string, retention time.Duration) time.Duration 
 	}
 	return 0
 }
-
