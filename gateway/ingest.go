@@ -60,20 +60,31 @@ func (s *Server) ingest(c echo.Context) error {
 			bodyPool.Put(buf)
 		}
 	}()
-	if err := readBody(buf, req, s.cfg.MaxBodyBytes); err != nil {
+	limit := s.cfg.MaxBodyBytes
+	if src.MaxBodyBytes > 0 {
+		limit = src.MaxBodyBytes
+	}
+	if err := readBody(buf, req, limit); err != nil {
 		if !errors.Is(err, ErrBodyTooLarge) {
 			s.metrics.observe(name, "rejected_unreadable", time.Since(start))
 			return echo.NewHTTPError(http.StatusBadRequest, "could not read body")
 		}
 		s.metrics.observe(name, "rejected_too_large", time.Since(start))
-		log.WarnContext(ctx, "webhook rejected", slog.String("reason", "body too large"), slog.Int64("max_body_bytes", s.cfg.MaxBodyBytes))
+		log.WarnContext(ctx, "webhook rejected", slog.String("reason", "body too large"), slog.Int64("max_body_bytes", limit))
 		return err
 	}
 	body := buf.Bytes()
 
 	vreq := verify.Request{Method: req.Method, Header: req.Header, Body: body, RawQuery: req.URL.RawQuery}
 	// A sender's handshake is answered before and instead of recording.
-	answer, isHandshake, err := verify.Handshake(src.Verifier, vreq, s.cfg.Now())
+	answer, isHandshake, err := verify.HandshakeContext(ctx, src.Verifier, vreq, s.cfg.Now())
+	if err == nil && answer.LearnedSecret != "" {
+		// The secret that will sign this sender's events (Asana): kept
+		// before the handshake is answered, first handshake only.
+		if l, ok := src.Verifier.(verify.SecretLearner); ok {
+			err = s.learned.learn(ctx, name, l, answer.LearnedSecret)
+		}
+	}
 	if err != nil {
 		outcome := "rejected_signature"
 		if errors.Is(err, verify.ErrHandshakeRefused) {
@@ -85,7 +96,10 @@ func (s *Server) ingest(c echo.Context) error {
 	}
 	if isHandshake {
 		s.metrics.observe(name, "challenge", time.Since(start))
-		log.InfoContext(ctx, "answered handshake", slog.String("scheme", src.Scheme))
+		log.InfoContext(ctx, "answered handshake", slog.String("scheme", src.Scheme), slog.String("note", answer.Note))
+		for k, v := range answer.Header {
+			c.Response().Header()[k] = v
+		}
 		if answer.Body == nil {
 			return c.NoContent(answer.Status)
 		}
@@ -98,7 +112,23 @@ func (s *Server) ingest(c echo.Context) error {
 		s.metrics.observe(name, "rejected_method", time.Since(start))
 		return echo.ErrMethodNotAllowed
 	}
-	if err := src.Verifier.Verify(vreq, s.cfg.Now()); err != nil {
+	learner, learns := src.Verifier.(verify.SecretLearner)
+	if learns {
+		s.learned.load(ctx, log, name, learner, false)
+	}
+	err = verify.VerifyContext(ctx, src.Verifier, vreq, s.cfg.Now())
+	if learns && errors.Is(err, verify.ErrSignatureMismatch) {
+		// Another replica may have learned, or an operator reset, the
+		// secret since it was read.
+		s.learned.load(ctx, log, name, learner, true)
+		err = verify.VerifyContext(ctx, src.Verifier, vreq, s.cfg.Now())
+	}
+	if err != nil {
+		if errors.Is(err, verify.ErrKeyUnavailable) {
+			s.metrics.observe(name, "unavailable", time.Since(start))
+			log.WarnContext(ctx, "could not verify now; answering 503", slog.String("reason", err.Error()))
+			return err
+		}
 		s.metrics.observe(name, "rejected_signature", time.Since(start))
 		log.WarnContext(ctx, "webhook rejected", slog.String("reason", err.Error()), slog.Int("body_bytes", len(body)))
 		return err
@@ -154,16 +184,31 @@ func (s *Server) ingest(c echo.Context) error {
 		s.metrics.observe(name, "duplicate_content", time.Since(start))
 		log.WarnContext(ctx, "signed content already recorded under another event id; answered as a duplicate of it, nothing recorded",
 			slog.String("copy_of", rec.CopyOf), slog.Int("deliveries", rec.Deliveries), slog.String("state", rec.State))
-		return c.JSON(http.StatusOK, duplicate{Status: "duplicate", Source: name, EventID: rec.CopyOf, Deliveries: rec.Deliveries, State: rec.State})
+		return respond(c, src, http.StatusOK, duplicate{Status: "duplicate", Source: name, EventID: rec.CopyOf, Deliveries: rec.Deliveries, State: rec.State})
 	}
 	if rec.Inserted {
 		s.metrics.observe(name, "accepted", time.Since(start))
 		log.InfoContext(ctx, "event accepted", slog.Int("deliveries", rec.Deliveries), slog.Int("body_bytes", len(body)))
-		return c.JSON(http.StatusAccepted, accepted{Status: "accepted", Source: name, EventID: id})
+		return respond(c, src, http.StatusAccepted, accepted{Status: "accepted", Source: name, EventID: id})
 	}
 	s.metrics.observe(name, "duplicate", time.Since(start))
 	log.InfoContext(ctx, "duplicate delivery", slog.Int("deliveries", rec.Deliveries), slog.String("state", rec.State))
-	return c.JSON(http.StatusOK, duplicate{Status: "duplicate", Source: name, EventID: id, Deliveries: rec.Deliveries, State: rec.State})
+	return respond(c, src, http.StatusOK, duplicate{Status: "duplicate", Source: name, EventID: id, Deliveries: rec.Deliveries, State: rec.State})
+}
+
+// respond answers a recorded delivery, first or repeat: with the answer
+// the source's sender expects when it has one (Source.Respond: Adyen's
+// "[accepted]"), else with status and webhookd's JSON.
+func respond(c echo.Context, src Source, status int, answer any) error {
+	r := src.Respond
+	if r == nil {
+		return c.JSON(status, answer)
+	}
+	if r.Body == "" {
+		return c.NoContent(r.Status)
+	}
+	c.Response().Header().Set("X-Content-Type-Options", "nosniff")
+	return c.Blob(r.Status, r.ContentType, []byte(r.Body))
 }
 
 // newEvent builds the event a request records, every text field checked: the

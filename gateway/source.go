@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/webhookd/webhookd/gateway/eventid"
@@ -47,6 +48,12 @@ type Source struct {
 	// nothing. For schemes whose event id the signature does not cover
 	// (github, shopify, twilio, a header id). 0 turns it off.
 	ContentWindow time.Duration
+	// Respond, when set, is the answer to every recorded delivery (new or
+	// repeat) instead of webhookd's JSON: what the sender expects.
+	Respond *verify.Response
+	// MaxBodyBytes, when positive, caps this source's bodies instead of
+	// the server's MaxBodyBytes.
+	MaxBodyBytes int64
 }
 
 // SourceSpec is a source as configured.
@@ -64,11 +71,22 @@ type SourceSpec struct {
 	OrderEntity, OrderVersion string
 	// Destinations is how many destinations the source has.
 	Destinations int
+	// Respond is the answer the sender expects to a recorded delivery
+	// (respond: {status, body, content_type}); nil means the scheme's
+	// (adyen: 200 "[accepted]"; xero: 200, no body), else webhookd's
+	// JSON with 202 or 200.
+	Respond *verify.Response
+	// MaxBodyBytes caps the source's bodies (max_body_bytes); 0 means
+	// the server's.
+	MaxBodyBytes int64
 }
 
+// maxRespondBody bounds a configured answer's body.
+const maxRespondBody = 4096
+
 // SourceError says which part of a SourceSpec is wrong: Field is
-// "verify", "event_id", "event_type", "order.entity" or "order.version", as the
-// configuration names them.
+// "verify", "event_id", "event_type", "order.entity", "order.version",
+// "respond" or "max_body_bytes", as the configuration names them.
 type SourceError struct {
 	Field string
 	Err   error
@@ -96,6 +114,24 @@ func NewSource(spec SourceSpec) (Source, error) {
 	src := Source{
 		Scheme: spec.Verify.Scheme, Verifier: v, EventID: id, Destinations: spec.Destinations,
 		SignatureHeader: spec.Verify.WithDefaults().Header,
+		Respond:         verify.SchemeDefaults(spec.Verify.Scheme).Respond,
+		MaxBodyBytes:    spec.MaxBodyBytes,
+	}
+	if spec.MaxBodyBytes < 0 {
+		return Source{}, &SourceError{Field: "max_body_bytes", Err: fmt.Errorf("%d: must not be negative", spec.MaxBodyBytes)}
+	}
+	if r := spec.Respond; r != nil {
+		if r.Status < 200 || r.Status > 299 || r.Status == http.StatusNoContent && r.Body != "" {
+			return Source{}, &SourceError{Field: "respond.status", Err: fmt.Errorf("%d: want a 2xx status (204 without a body)", r.Status)}
+		}
+		if len(r.Body) > maxRespondBody {
+			return Source{}, &SourceError{Field: "respond.body", Err: fmt.Errorf("at most %d bytes", maxRespondBody)}
+		}
+		c := *r
+		if c.Body != "" && c.ContentType == "" {
+			c.ContentType = "text/plain; charset=utf-8"
+		}
+		src.Respond = &c
 	}
 	typeSpec := spec.EventType
 	if typeSpec == "" {

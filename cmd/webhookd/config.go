@@ -92,6 +92,12 @@ type sourceConf struct {
 	// recorded within it carried, under another id, is a duplicate of
 	// that event. 0 turns it off; unset means contentWindow's default.
 	DuplicateContentWindow *duration `yaml:"duplicate_content_window"`
+	// Respond overrides the answer to a recorded delivery; unset keeps
+	// the scheme's (gateway.SourceSpec.Respond).
+	Respond *respondConf `yaml:"respond"`
+	// MaxBodyBytes caps this source's bodies; 0 keeps the top-level
+	// max_body_bytes.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 }
 
 type verifyConf struct {
@@ -106,6 +112,22 @@ type verifyConf struct {
 	PublicURL       string   `yaml:"public_url"`
 	VerifyToken     string   `yaml:"verify_token"`
 	AllowUnsigned   bool     `yaml:"allow_unsigned"`
+	// Algorithm, SignatureKey, TimestampKey, TimestampFormat: the
+	// generic hmac scheme's (verify.Config).
+	Algorithm       string `yaml:"algorithm"`
+	SignatureKey    string `yaml:"signature_key"`
+	TimestampKey    string `yaml:"timestamp_key"`
+	TimestampFormat string `yaml:"timestamp_format"`
+	// SubscriptionConfirmation is sns's: confirm (default) or show.
+	SubscriptionConfirmation string `yaml:"subscription_confirmation"`
+}
+
+// respondConf is the answer a source's sender expects (adyen's
+// "[accepted]").
+type respondConf struct {
+	Status      int    `yaml:"status"`
+	Body        string `yaml:"body"`
+	ContentType string `yaml:"content_type"`
 }
 
 type orderConf struct {

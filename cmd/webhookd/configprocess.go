@@ -29,6 +29,12 @@ func (s sourceConf) verifyConfig() verify.Config {
 		PublicURL:       v.PublicURL,
 		VerifyToken:     v.VerifyToken,
 		AllowUnsigned:   v.AllowUnsigned,
+
+		Algorithm:                v.Algorithm,
+		SignatureKey:             v.SignatureKey,
+		TimestampKey:             v.TimestampKey,
+		TimestampFormat:          v.TimestampFormat,
+		SubscriptionConfirmation: v.SubscriptionConfirmation,
 	}
 }
 
@@ -138,7 +144,11 @@ func (c *config) routes() jobs.Routes {
 
 // sourceSpec is s as the gateway builds it.
 func (s sourceConf) sourceSpec() gateway.SourceSpec {
-	spec := gateway.SourceSpec{Verify: s.verifyConfig(), EventID: s.EventID, EventType: s.EventType, Destinations: len(s.Destinations)}
+	spec := gateway.SourceSpec{Verify: s.verifyConfig(), EventID: s.EventID, EventType: s.EventType, Destinations: len(s.Destinations),
+		MaxBodyBytes: s.MaxBodyBytes}
+	if r := s.Respond; r != nil {
+		spec.Respond = &verify.Response{Status: r.Status, Body: r.Body, ContentType: r.ContentType}
+	}
 	if s.Order != nil {
 		spec.OrderEntity, spec.OrderVersion = s.Order.Entity, s.Order.Version
 	}
