@@ -24,6 +24,10 @@ import (
 	"github.com/webhookd/webhookd/jobs"
 )
 
+// PublicURLHere, as a source's PublicURL, stands for the URL the
+// pipeline serves it at (test server's URL + /webhooks/<Name>).
+const PublicURLHere = "{url}"
+
 // Secret signs the test source's webhooks (Stripe scheme).
 const Secret = "whsec_pipeline_test"
 
@@ -35,7 +39,8 @@ type SourceSpec struct {
 	// Name is the :source path segment.
 	Name string
 	// Verify is the source's verification. A twilio or square source without
-	// PublicURL gets the test server's URL + /webhooks/<Name>.
+	// PublicURL, and any with PublicURLHere, gets the test server's URL +
+	// /webhooks/<Name>.
 	Verify verify.Config
 	// EventID is the event id spec; "" means the scheme's default.
 	EventID string
@@ -43,6 +48,10 @@ type SourceSpec struct {
 	EventType string
 	// Destinations maps destination names to URLs.
 	Destinations map[string]string
+	// Respond and MaxBodyBytes are the source's respond and
+	// max_body_bytes.
+	Respond      *verify.Response
+	MaxBodyBytes int64
 	// Tune, when set, adjusts each destination before defaults are
 	// applied: its filter, and in ForwardHeaders its forward_headers
 	// (the scheme's are added after).
@@ -153,10 +162,11 @@ func Start(t testing.TB, opts Options) *Pipeline {
 	vcfgs := make(map[string]verify.Config, len(specs))
 	for _, spec := range specs {
 		vcfg := spec.Verify
-		if (vcfg.Scheme == verify.SchemeTwilio || vcfg.Scheme == verify.SchemeSquare) && vcfg.PublicURL == "" {
+		if (vcfg.Scheme == verify.SchemeTwilio || vcfg.Scheme == verify.SchemeSquare) && vcfg.PublicURL == "" || vcfg.PublicURL == PublicURLHere {
 			vcfg.PublicURL = baseURL + "/webhooks/" + spec.Name
 		}
-		ss := gateway.SourceSpec{Verify: vcfg, EventID: spec.EventID, EventType: spec.EventType, Destinations: len(routes[spec.Name])}
+		ss := gateway.SourceSpec{Verify: vcfg, EventID: spec.EventID, EventType: spec.EventType, Destinations: len(routes[spec.Name]),
+			Respond: spec.Respond, MaxBodyBytes: spec.MaxBodyBytes}
 		if opts.OrderEntity != "" {
 			ss.OrderEntity, ss.OrderVersion = opts.OrderEntity, opts.OrderVersion
 		}
