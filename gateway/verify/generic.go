@@ -457,11 +457,14 @@ func (s *genericScheme) checkTime(ts string, now time.Time) error {
 // X-Orb-Timestamp (orb-go's WebhookHeaderTimestampFormat).
 const orbTimestampFormat = "2006-01-02T15:04:05.999999999"
 
+// parseRFC3339 reads v with a zone (RFC 3339) or without (Orb's, UTC),
+// choosing the layout first so that a valid time allocates nothing.
 func parseRFC3339(v string) (time.Time, bool) {
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t, true
+	layout := orbTimestampFormat
+	if i := strings.IndexByte(v, 'T'); i >= 0 && strings.ContainsAny(v[i:], "Zz+-") {
+		layout = time.RFC3339Nano
 	}
-	t, err := time.Parse(orbTimestampFormat, v)
+	t, err := time.Parse(layout, v)
 	return t, err == nil
 }
 
