@@ -90,17 +90,20 @@ type Config struct {
 	// Roles says what the process runs; at least one is required.
 	Roles Roles
 	// Lease is how long a claimed run may stay running before recovery
-	// presumes its worker dead. Defaults to 2m.
+	// presumes its worker dead. Defaults to dedupe.DefaultLease.
 	Lease time.Duration
 	// Retention is how long events, runs and calls are kept. Defaults to
 	// 720h.
 	Retention time.Duration
-	// MaxBodyBytes caps a webhook's body. Defaults to 1 MiB.
+	// AllowLinkLocalDestinations lets destinations call link-local and
+	// cloud metadata addresses (169.254.169.254), refused by default.
+	AllowLinkLocalDestinations bool
+	// MaxBodyBytes caps a webhook's body. Defaults to
+	// gateway.DefaultMaxBodyBytes.
 	MaxBodyBytes int64
-	// Sources are the senders the gateway receives, by name.
-	Sources map[string]gateway.Source
-	// Routes says where each source's events go.
-	Routes jobs.Routes
+	// Sources are the configured senders and where their events go,
+	// built by NewSources. Nil means none.
+	Sources *Sources
 	// Admin configures /admin.
 	Admin AdminConfig
 	// Worker tunes the worker.
@@ -130,10 +133,16 @@ func (c Config) WithDefaults() Config {
 		c.QueueShards = 1
 	}
 	if c.Lease <= 0 {
-		c.Lease = 2 * time.Minute
+		c.Lease = dedupe.DefaultLease
 	}
 	if c.Retention <= 0 {
-		c.Retention = 720 * time.Hour
+		c.Retention = dedupe.DefaultRetention
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = gateway.DefaultMaxBodyBytes
+	}
+	if c.Sources == nil {
+		c.Sources = &Sources{}
 	}
 	if c.Recovery.Interval <= 0 {
 		c.Recovery.Interval = min(c.Lease/2, 2*time.Second)
@@ -217,7 +226,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 	}
 	withRedisFaults(p.redis, log)
 	shards := jobs.Shards{Queue: cfg.Queue, N: cfg.QueueShards}
-	enqueuer := jobs.NewShardedEnqueuer(p.redis, shards, cfg.Routes)
+	enqueuer := jobs.NewShardedEnqueuer(p.redis, shards, cfg.Sources.Routes)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -248,12 +257,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		}
 	)
 	if cfg.Roles.Gateway {
-		for name, s := range cfg.Sources {
+		for name, s := range cfg.Sources.Gateway {
 			if s.Scheme == "none" {
 				log.WarnContext(ctx, "SOURCE ACCEPTS UNSIGNED WEBHOOKS: anyone who can reach it can inject events", slog.String("source", name))
 			}
 		}
-		gwCfg.Sources = cfg.Sources
+		gwCfg.Sources = cfg.Sources.Gateway
 		// Two statements in flight: batches grow large (fewer commits)
 		// and one slow statement does not stall every request; a batch
 		// of fewer than 8 waits up to 1 ms for company, so moderate rates
@@ -265,8 +274,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		p.background.Go(func() { relay.Run(bg) })
 	}
 
-	metrics.RegisterDestinations(cfg.Routes)
-	destinations := jobs.NewDestinations(store, enqueuer, cfg.Routes, jobs.DestinationsConfig{Logger: log, Metrics: metrics})
+	metrics.RegisterDestinations(cfg.Sources.Routes)
+	destinations := jobs.NewDestinations(store, enqueuer, cfg.Sources.Routes, jobs.DestinationsConfig{Logger: log, Metrics: metrics})
 	p.background.Go(func() { destinations.Run(bg) })
 
 	recovery := cfg.Recovery
@@ -279,7 +288,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		// to 128 runs (docs/performance.md).
 		p.runs = dedupe.NewRunBatcher(store, dedupe.BatcherConfig{MaxBatch: 128, MaxInFlight: 1})
 		handler := jobs.NewHandler(withRunFaults(p.runs, log), jobs.HandlerConfig{
-			Routes:         cfg.Routes,
+			HTTPClient:     &http.Client{Transport: jobs.NewTransport(cfg.AllowLinkLocalDestinations)},
+			Routes:         cfg.Sources.Routes,
 			Lease:          cfg.Lease,
 			Backoff:        cfg.Worker.Backoff,
 			DefaultHold:    cfg.Worker.DefaultHold,
@@ -319,7 +329,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		ReadOnlyTokens:          cfg.Admin.ReadOnlyTokens,
 		UnsafeTokenlessLoopback: cfg.Admin.UnsafeTokenlessLoopback,
 		Hosts:                   cfg.Admin.Hosts,
-		Routes:                  cfg.Routes,
+		Routes:                  cfg.Sources.Routes,
 		Dashboard:               admin.NewDashboard(p.redis, !cfg.Admin.AllowQueueActions),
 		Destinations:            destinations,
 		Logger:                  log,
@@ -327,7 +337,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 	if cfg.Admin.AllowQueueActions && len(cfg.Admin.ReadOnlyTokens) > 0 {
 		admCfg.ReadOnlyDashboard = admin.NewDashboard(p.redis, true)
 	}
-	adm := admin.New(store, jobs.NewReplayer(store, enqueuer, cfg.Routes, jobs.ReplayerConfig{Logger: log}), admCfg)
+	adm := admin.New(store, jobs.NewReplayer(store, enqueuer, cfg.Sources.Routes, jobs.ReplayerConfig{Logger: log}), admCfg)
 	adm.Mount(p.srv.Echo())
 	adm.LogAccess(ctx)
 	metrics.RegisterQueues(shards)
@@ -338,7 +348,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 	build := ReadBuildInfo()
 	log.InfoContext(ctx, "webhookd started", slog.String("listen", p.Addr().String()),
 		slog.String("version", build.Version), slog.String("revision", build.Revision),
-		slog.Bool("gateway", cfg.Roles.Gateway), slog.Bool("worker", cfg.Roles.Worker), slog.Int("sources", len(cfg.Sources)),
+		slog.Bool("gateway", cfg.Roles.Gateway), slog.Bool("worker", cfg.Roles.Worker), slog.Int("sources", len(cfg.Sources.Specs)),
 		slog.Bool("tracing", cfg.TracerProvider != nil))
 	return p, nil
 }

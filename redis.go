@@ -7,86 +7,95 @@ import (
 	"net"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webhookd/webhookd/internal/field"
 )
 
 // RedisConfig says where Redis is: exactly one of URL (one server),
 // Sentinel (a master found through Redis Sentinel, followed across
 // failovers) or Cluster (a Redis Cluster). Asynq, the hand-off, recovery,
 // the dashboard, readiness and the CLI all share the one client OpenRedis
-// builds from it.
+// builds from it. Its fields are the configuration's top-level keys.
 type RedisConfig struct {
 	// URL is a redis:// or rediss:// URL of one server.
-	URL string
+	URL string `yaml:"redis_url"`
 	// Sentinel finds the master through Redis Sentinel.
-	Sentinel *SentinelConfig
+	Sentinel *SentinelConfig `yaml:"redis_sentinel"`
 	// Cluster connects to a Redis Cluster.
-	Cluster *ClusterConfig
+	Cluster *ClusterConfig `yaml:"redis_cluster"`
 }
 
 // SentinelConfig locates a Redis master through Sentinel.
 type SentinelConfig struct {
 	// Master is the master's name as the sentinels know it. Required.
-	Master string
+	Master string `yaml:"master"`
 	// Addrs are sentinels, host:port; at least one is required.
-	Addrs []string
+	Addrs []string `yaml:"addrs"`
 	// DB is the database number on the master. Defaults to 0.
-	DB int
+	DB int `yaml:"db"`
 	// Password authenticates to the master and its replicas; empty for
 	// none.
-	Password string
+	Password string `yaml:"password"`
 }
 
 // ClusterConfig locates a Redis Cluster.
 type ClusterConfig struct {
 	// Addrs are some of the cluster's nodes, host:port; the rest are
 	// discovered. At least one is required.
-	Addrs []string
+	Addrs []string `yaml:"addrs"`
 	// Password authenticates to every node; empty for none.
-	Password string
+	Password string `yaml:"password"`
 }
 
-// Validate returns an error naming the first field that cannot work.
+// Validate returns every problem, each a *field.Error naming its key
+// (redis_url, redis_sentinel.master, redis_cluster.addrs[1]): the one
+// place Redis's topology rules are stated.
 func (c RedisConfig) Validate() error {
-	n := 0
-	for _, set := range []bool{c.URL != "", c.Sentinel != nil, c.Cluster != nil} {
-		if set {
-			n++
+	var given []string
+	for _, g := range []struct {
+		key string
+		set bool
+	}{{"redis_url", c.URL != ""}, {"redis_sentinel", c.Sentinel != nil}, {"redis_cluster", c.Cluster != nil}} {
+		if g.set {
+			given = append(given, g.key)
 		}
 	}
 	switch {
-	case n == 0:
-		return errors.New("webhookd: Redis needs one of URL, Sentinel or Cluster")
-	case n > 1:
-		return errors.New("webhookd: Redis takes only one of URL, Sentinel or Cluster")
+	case len(given) == 0:
+		return field.Errorf("redis_url", "Redis needs one of redis_url, redis_sentinel or redis_cluster")
+	case len(given) > 1:
+		return field.Errorf(given[len(given)-1], "give only one of redis_url (or REDIS_URL in the environment), redis_sentinel and redis_cluster; found %v", given)
 	case c.URL != "":
 		if _, err := redis.ParseURL(c.URL); err != nil {
-			return fmt.Errorf("webhookd: Redis.URL: %w", err)
+			return field.Errorf("redis_url", "must be a redis:// URL: %v", err)
 		}
 	case c.Sentinel != nil:
+		var errs []error
 		if c.Sentinel.Master == "" {
-			return errors.New("webhookd: Redis.Sentinel.Master is required")
+			errs = append(errs, field.Errorf("redis_sentinel.master", "is required: the master's name as the sentinels know it"))
 		}
 		if c.Sentinel.DB < 0 {
-			return errors.New("webhookd: Redis.Sentinel.DB must not be negative")
+			errs = append(errs, field.Errorf("redis_sentinel.db", "must not be negative"))
 		}
-		return validAddrs("Redis.Sentinel.Addrs", c.Sentinel.Addrs)
+		return errors.Join(append(errs, validAddrs("redis_sentinel.addrs", c.Sentinel.Addrs))...)
 	case c.Cluster != nil:
-		return validAddrs("Redis.Cluster.Addrs", c.Cluster.Addrs)
+		return validAddrs("redis_cluster.addrs", c.Cluster.Addrs)
 	}
 	return nil
 }
 
 // validAddrs checks a non-empty list of host:port addresses.
-func validAddrs(field string, addrs []string) error {
+func validAddrs(key string, addrs []string) error {
 	if len(addrs) == 0 {
-		return fmt.Errorf("webhookd: %s needs at least one host:port", field)
+		return field.Errorf(key, "needs at least one host:port")
 	}
-	for _, a := range addrs {
+	var errs []error
+	for i, a := range addrs {
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-			return fmt.Errorf("webhookd: %s: %q is not host:port", field, a)
+			errs = append(errs, field.Errorf(field.Index(key, i), "%q is not host:port", a))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // redisPoolSize is the connections per Redis server a process keeps: the

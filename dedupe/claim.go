@@ -16,6 +16,11 @@ const (
 	StatusSkippedStale = "skipped_stale"
 )
 
+// DefaultLease is how long a claimed run may stay running before recovery
+// presumes its worker dead, where the configuration says nothing
+// (`lease`).
+const DefaultLease = 2 * time.Minute
+
 // ClaimRequest names the key to claim and how to create its run.
 type ClaimRequest struct {
 	// Key is the job key: <source>:<destination>:<external_id>[#generation].

@@ -22,6 +22,10 @@ const (
 // at a time.
 const retentionLockID int32 = 0x77656202
 
+// DefaultRetention is how long events, runs and calls are kept where the
+// configuration says nothing (`retention`).
+const DefaultRetention = 720 * time.Hour
+
 // DefaultRetentionBatch is the rows deleted per statement when
 // RetentionOptions.BatchSize is not set.
 const DefaultRetentionBatch = 1000

@@ -16,7 +16,6 @@ import (
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/gateway/verify"
-	"github.com/webhookd/webhookd/internal/glob"
 	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 	"github.com/webhookd/webhookd/jobs"
 )
@@ -125,12 +124,9 @@ func TestFilter(t *testing.T) {
 	t.Parallel()
 	dest := newRecorder(t)
 	filters := map[string][]string{"charges": {"charge.*"}, "payouts": {"payout.paid", "payout.fail*"}}
-	tune := func(d *jobs.Destination) {
+	tune := func(d *jobs.DestinationSpec) {
 		if f, ok := filters[d.Name]; ok {
-			var err error
-			if d.Filter, err = glob.CompileFilter(f); err != nil {
-				t.Fatal(err)
-			}
+			d.Filter = f
 		}
 	}
 	stripe := verify.Config{Scheme: verify.SchemeStripe, Secrets: []string{pipelinetest.Secret}}
@@ -247,7 +243,7 @@ func TestForwardedHeaders(t *testing.T) {
 	t.Parallel()
 	dest := newRecorder(t)
 	named := []string{"X-Request-Id", "Authorization", "x-hub-signature-256"}
-	tune := func(d *jobs.Destination) {
+	tune := func(d *jobs.DestinationSpec) {
 		if d.Name == "named" {
 			d.ForwardHeaders = named
 		}

@@ -18,6 +18,9 @@ var (
 	// ErrBodyTooLarge is returned when the body exceeds the route's limit
 	// (max_body_bytes for webhooks; see LimitBody) (413).
 	ErrBodyTooLarge = errors.New("body exceeds the size limit")
+	// ErrUnreadableBody is returned when the request's body could not be
+	// read to its end (400).
+	ErrUnreadableBody = errors.New("could not read body")
 	// ErrUnavailable is returned when the event could not be recorded
 	// because Postgres did not answer in time (503: the sender retries).
 	ErrUnavailable = errors.New("storage unavailable, retry later")
@@ -39,6 +42,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusNotFound, err.Error()
 	case errors.Is(err, ErrBodyTooLarge), errors.As(err, &tooLarge):
 		return http.StatusRequestEntityTooLarge, ErrBodyTooLarge.Error()
+	case errors.Is(err, ErrUnreadableBody):
+		return http.StatusBadRequest, ErrUnreadableBody.Error()
 	case errors.Is(err, verify.ErrMissingSignature),
 		errors.Is(err, verify.ErrMalformedSignature),
 		errors.Is(err, verify.ErrSignatureMismatch),

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,7 +17,6 @@ import (
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
-	"github.com/webhookd/webhookd/internal/glob"
 	"github.com/webhookd/webhookd/jobs"
 )
 
@@ -39,19 +39,48 @@ type duplicate struct {
 var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // ingest handles POST /webhooks/:source, and GET for handshakes (Meta's
-// subscribe GET).
+// subscribe GET). Each request is one decision: receive returns it, and
+// it is counted, timed and (when refused) logged here, once.
 func (s *Server) ingest(c echo.Context) error {
 	start := time.Now()
 	req := c.Request()
-	ctx := req.Context()
 	name := c.Param("source")
+	log := s.log.With(append([]any{slog.String("source", name)}, RequestAttrs(c)...)...)
+	r := s.receive(c, name, log)
+	outcome := r.outcome
+	if r.err != nil {
+		outcome = outcomeOf(r.err)
+	}
+	if errors.Is(r.err, jobs.ErrUnknownSource) {
+		// A name no one configured is no metric label, and not worth a
+		// log line per scanner's request.
+		s.metrics.observe("unknown", outcome, time.Since(start))
+		return r.err
+	}
+	s.metrics.observe(name, outcome, time.Since(start))
+	if r.err != nil && strings.HasPrefix(outcome, "rejected_") {
+		log.WarnContext(req.Context(), "webhook rejected", slog.String("outcome", outcome),
+			slog.String("reason", r.err.Error()), slog.Int("body_bytes", r.bodyBytes))
+	}
+	return r.err
+}
+
+// received is how a request ended: an outcome (the webhookd_received_total
+// label) on success, or the error answered (its outcome is outcomeOf's).
+type received struct {
+	outcome   string
+	err       error
+	bodyBytes int
+}
+
+// receive reads, verifies and records one request and answers it.
+func (s *Server) receive(c echo.Context, name string, log *slog.Logger) received {
+	req := c.Request()
+	ctx := req.Context()
 	src, ok := s.cfg.Sources[name]
 	if !ok {
-		s.metrics.observe("unknown", "rejected_unknown_source", time.Since(start))
-		return jobs.ErrUnknownSource
+		return received{err: jobs.ErrUnknownSource}
 	}
-	log := s.log.With(append([]any{slog.String("source", name)}, RequestAttrs(c)...)...)
-
 	buf := bodyPool.Get().(*bytes.Buffer)
 	buf.Reset()
 	recycle := true
@@ -65,15 +94,10 @@ func (s *Server) ingest(c echo.Context) error {
 		limit = src.MaxBodyBytes
 	}
 	if err := readBody(buf, req, limit); err != nil {
-		if !errors.Is(err, ErrBodyTooLarge) {
-			s.metrics.observe(name, "rejected_unreadable", time.Since(start))
-			return echo.NewHTTPError(http.StatusBadRequest, "could not read body")
-		}
-		s.metrics.observe(name, "rejected_too_large", time.Since(start))
-		log.WarnContext(ctx, "webhook rejected", slog.String("reason", "body too large"), slog.Int64("max_body_bytes", limit))
-		return err
+		return received{err: err}
 	}
 	body := buf.Bytes()
+	refused := func(err error) received { return received{err: err, bodyBytes: len(body)} }
 
 	vreq := verify.Request{Method: req.Method, Header: req.Header, Body: body, RawQuery: req.URL.RawQuery}
 	// A sender's handshake is answered before and instead of recording.
@@ -86,31 +110,23 @@ func (s *Server) ingest(c echo.Context) error {
 		}
 	}
 	if err != nil {
-		outcome := "rejected_signature"
-		if errors.Is(err, verify.ErrHandshakeRefused) {
-			outcome = "rejected_handshake"
-		}
-		s.metrics.observe(name, outcome, time.Since(start))
-		log.WarnContext(ctx, "handshake refused", slog.String("scheme", src.Scheme), slog.String("reason", err.Error()))
-		return err
+		return refused(err)
 	}
 	if isHandshake {
-		s.metrics.observe(name, "challenge", time.Since(start))
 		log.InfoContext(ctx, "answered handshake", slog.String("scheme", src.Scheme), slog.String("note", answer.Note))
 		for k, v := range answer.Header {
 			c.Response().Header()[k] = v
 		}
 		if answer.Body == nil {
-			return c.NoContent(answer.Status)
+			return received{outcome: "challenge", err: c.NoContent(answer.Status)}
 		}
 		// Handshakes echo what the sender chose: never sniffed as HTML.
 		c.Response().Header().Set("X-Content-Type-Options", "nosniff")
-		return c.Blob(answer.Status, answer.ContentType, answer.Body)
+		return received{outcome: "challenge", err: c.Blob(answer.Status, answer.ContentType, answer.Body)}
 	}
 	if req.Method != http.MethodPost {
 		// GET is routed here for handshakes only.
-		s.metrics.observe(name, "rejected_method", time.Since(start))
-		return echo.ErrMethodNotAllowed
+		return refused(echo.ErrMethodNotAllowed)
 	}
 	learner, learns := src.Verifier.(verify.SecretLearner)
 	if learns {
@@ -123,25 +139,15 @@ func (s *Server) ingest(c echo.Context) error {
 		s.learned.load(ctx, log, name, learner, true)
 		err = verify.VerifyContext(ctx, src.Verifier, vreq, s.cfg.Now())
 	}
+	if errors.Is(err, verify.ErrKeyUnavailable) {
+		log.WarnContext(ctx, "could not verify now; answering 503", slog.String("reason", err.Error()))
+	}
 	if err != nil {
-		if errors.Is(err, verify.ErrKeyUnavailable) {
-			s.metrics.observe(name, "unavailable", time.Since(start))
-			log.WarnContext(ctx, "could not verify now; answering 503", slog.String("reason", err.Error()))
-			return err
-		}
-		s.metrics.observe(name, "rejected_signature", time.Since(start))
-		log.WarnContext(ctx, "webhook rejected", slog.String("reason", err.Error()), slog.Int("body_bytes", len(body)))
-		return err
+		return refused(err)
 	}
 	ev, err := newEvent(name, src, req.Header, body)
 	if err != nil {
-		outcome := "rejected_event_id"
-		if errors.Is(err, ErrInvalidHeader) || errors.Is(err, ErrHeadersTooLarge) {
-			outcome = "rejected_header"
-		}
-		s.metrics.observe(name, outcome, time.Since(start))
-		log.WarnContext(ctx, "webhook rejected", slog.String("reason", err.Error()), slog.Int("body_bytes", len(body)))
-		return err
+		return refused(err)
 	}
 	if src.ContentWindow > 0 {
 		ev.ContentDigest, ev.ContentWindow = verify.SignedDigest(src.Verifier, vreq), src.ContentWindow
@@ -158,20 +164,16 @@ func (s *Server) ingest(c echo.Context) error {
 		// in its batch, still to be written: the body is not ours to
 		// reuse.
 		recycle = false
-		if errors.Is(err, dedupe.ErrInvalidInput) {
-			s.metrics.observe(name, "rejected_invalid", time.Since(start))
-			log.WarnContext(ctx, "webhook rejected", slog.String("reason", "the database refused the event's values"), slog.String("error", err.Error()))
-			return err
-		}
-		if errors.Is(err, context.Canceled) {
+		switch {
+		case errors.Is(err, dedupe.ErrInvalidInput):
+			return refused(fmt.Errorf("the database refused the event's values: %w", err))
+		case errors.Is(err, context.Canceled):
 			// The sender went away; its event may still commit with its
 			// batch. The error handler logs the request's end.
-			s.metrics.observe(name, "client_closed", time.Since(start))
-			return err
+			return received{err: err}
 		}
-		s.metrics.observe(name, "unavailable", time.Since(start))
 		log.ErrorContext(ctx, "could not record event; answering 503", slog.String("error", err.Error()))
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return received{err: fmt.Errorf("%w: %w", ErrUnavailable, err)}
 	}
 	if rec.Pending && s.handoff != nil {
 		// Also for a repeat: a hand-off cut short by a crash or a
@@ -181,34 +183,17 @@ func (s *Server) ingest(c echo.Context) error {
 	if rec.CopyOf != "" {
 		// A copy of a recorded delivery under another id (the id is not
 		// signed): a replay, or the sender's own resend under a new id.
-		s.metrics.observe(name, "duplicate_content", time.Since(start))
 		log.WarnContext(ctx, "signed content already recorded under another event id; answered as a duplicate of it, nothing recorded",
 			slog.String("copy_of", rec.CopyOf), slog.Int("deliveries", rec.Deliveries), slog.String("state", rec.State))
-		return respond(c, src, http.StatusOK, duplicate{Status: "duplicate", Source: name, EventID: rec.CopyOf, Deliveries: rec.Deliveries, State: rec.State})
+		return received{outcome: "duplicate_content",
+			err: respond(c, src, http.StatusOK, duplicate{Status: "duplicate", Source: name, EventID: rec.CopyOf, Deliveries: rec.Deliveries, State: rec.State})}
 	}
 	if rec.Inserted {
-		s.metrics.observe(name, "accepted", time.Since(start))
 		log.InfoContext(ctx, "event accepted", slog.Int("deliveries", rec.Deliveries), slog.Int("body_bytes", len(body)))
-		return respond(c, src, http.StatusAccepted, accepted{Status: "accepted", Source: name, EventID: id})
+		return received{outcome: "accepted", err: respond(c, src, http.StatusAccepted, accepted{Status: "accepted", Source: name, EventID: id})}
 	}
-	s.metrics.observe(name, "duplicate", time.Since(start))
 	log.InfoContext(ctx, "duplicate delivery", slog.Int("deliveries", rec.Deliveries), slog.String("state", rec.State))
-	return respond(c, src, http.StatusOK, duplicate{Status: "duplicate", Source: name, EventID: id, Deliveries: rec.Deliveries, State: rec.State})
-}
-
-// respond answers a recorded delivery, first or repeat: with the answer
-// the source's sender expects when it has one (Source.Respond: Adyen's
-// "[accepted]"), else with status and webhookd's JSON.
-func respond(c echo.Context, src Source, status int, answer any) error {
-	r := src.Respond
-	if r == nil {
-		return c.JSON(status, answer)
-	}
-	if r.Body == "" {
-		return c.NoContent(r.Status)
-	}
-	c.Response().Header().Set("X-Content-Type-Options", "nosniff")
-	return c.Blob(r.Status, r.ContentType, []byte(r.Body))
+	return received{outcome: "duplicate", err: respond(c, src, http.StatusOK, duplicate{Status: "duplicate", Source: name, EventID: id, Deliveries: rec.Deliveries, State: rec.State})}
 }
 
 // newEvent builds the event a request records, every text field checked: the
@@ -237,7 +222,7 @@ func newEvent(name string, src Source, h http.Header, body []byte) (dedupe.Event
 		Source:       name,
 		ExternalID:   id,
 		EventType:    eventType,
-		Unwanted:     unwanted(src.Filters, eventType),
+		Unwanted:     src.unwanted(eventType),
 		ContentType:  ct,
 		Headers:      headers,
 		Payload:      body,
@@ -278,15 +263,13 @@ func extractEventType(src Source, h http.Header, body []byte) (string, error) {
 	}
 }
 
-// unwanted counts the filters that do not want an event of eventType.
-func unwanted(filters []glob.Filter, eventType string) int {
-	n := 0
-	for _, f := range filters {
-		if !f.Wants(eventType) {
-			n++
-		}
+// unwanted counts the source's destinations that do not want an event of
+// eventType (PlanFunc leaves them out).
+func (src Source) unwanted(eventType string) int {
+	if src.PlanFunc == nil {
+		return 0
 	}
-	return n
+	return src.Destinations - len(src.PlanFunc(eventType))
 }
 
 // readBody reads the body once, refusing more than limit bytes.
@@ -299,10 +282,25 @@ func readBody(buf *bytes.Buffer, req *http.Request, limit int64) error {
 	}
 	n, err := buf.ReadFrom(io.LimitReader(req.Body, limit+1))
 	if err != nil {
-		return fmt.Errorf("error reading body: %w", err)
+		return fmt.Errorf("%w: %w", ErrUnreadableBody, err)
 	}
 	if n > limit {
 		return ErrBodyTooLarge
 	}
 	return nil
+}
+
+// respond answers a recorded delivery, first or repeat: with the answer
+// the source's sender expects when it has one (Source.Respond: Adyen's
+// "[accepted]"), else with status and webhookd's JSON.
+func respond(c echo.Context, src Source, status int, answer any) error {
+	r := src.Respond
+	if r == nil {
+		return c.JSON(status, answer)
+	}
+	if r.Body == "" {
+		return c.NoContent(r.Status)
+	}
+	c.Response().Header().Set("X-Content-Type-Options", "nosniff")
+	return c.Blob(r.Status, r.ContentType, []byte(r.Body))
 }

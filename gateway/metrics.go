@@ -1,9 +1,17 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway/eventid"
+	"github.com/webhookd/webhookd/gateway/verify"
+	"github.com/webhookd/webhookd/jobs"
 )
 
 type metrics struct {
@@ -46,6 +54,36 @@ func (m *metrics) registerSources(sources map[string]Source) {
 		m.ack.WithLabelValues(name)
 	}
 	m.received.WithLabelValues("unknown", "rejected_unknown_source")
+}
+
+// outcomeOf is the webhookd_received_total outcome of a request answered
+// with err: one mapping, beside statusOf's, from what went wrong to the
+// label that counts it.
+func outcomeOf(err error) string {
+	switch {
+	case errors.Is(err, jobs.ErrUnknownSource):
+		return "rejected_unknown_source"
+	case errors.Is(err, ErrBodyTooLarge):
+		return "rejected_too_large"
+	case errors.Is(err, ErrUnreadableBody):
+		return "rejected_unreadable"
+	case errors.Is(err, verify.ErrHandshakeRefused):
+		return "rejected_handshake"
+	case errors.Is(err, verify.ErrMissingSignature), errors.Is(err, verify.ErrMalformedSignature),
+		errors.Is(err, verify.ErrSignatureMismatch), errors.Is(err, verify.ErrTimestampOutsideTolerance):
+		return "rejected_signature"
+	case errors.Is(err, echo.ErrMethodNotAllowed):
+		return "rejected_method"
+	case errors.Is(err, ErrInvalidHeader), errors.Is(err, ErrHeadersTooLarge):
+		return "rejected_header"
+	case errors.Is(err, eventid.ErrMissing), errors.Is(err, eventid.ErrUnparseable), errors.Is(err, eventid.ErrInvalid):
+		return "rejected_event_id"
+	case errors.Is(err, dedupe.ErrInvalidInput):
+		return "rejected_invalid"
+	case errors.Is(err, context.Canceled):
+		return "client_closed"
+	}
+	return "unavailable"
 }
 
 func (m *metrics) observe(source, outcome string, d time.Duration) {

@@ -104,7 +104,7 @@ func TestReceiverExample(t *testing.T) {
 		Name:         pipelinetest.Source,
 		Verify:       verify.Config{Scheme: verify.SchemeStripe, Secrets: []string{pipelinetest.Secret}},
 		Destinations: map[string]string{"app": url},
-		Tune:         func(d *jobs.Destination) { d.SigningSecret = secret },
+		Tune:         func(d *jobs.DestinationSpec) { d.SigningSecret = secret },
 	}}})
 	if code, answer := p.Send(t, eventBody("evt_doc")); code != http.StatusAccepted {
 		t.Fatalf("%d %s", code, answer)

@@ -65,10 +65,14 @@ type Config struct {
 	HandshakeSecrets handshakeSecrets
 }
 
+// DefaultMaxBodyBytes caps a webhook's body where the configuration says
+// nothing (`max_body_bytes`).
+const DefaultMaxBodyBytes = 1 << 20
+
 // WithDefaults returns a copy of c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = 1 << 20
+		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 10 * time.Second

@@ -1,13 +1,16 @@
 package gateway
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
-	"github.com/webhookd/webhookd/internal/glob"
+	"github.com/webhookd/webhookd/internal/field"
 )
 
 // Source is one configured sender, ready to receive.
@@ -31,16 +34,14 @@ type Source struct {
 	OrderEntity, OrderVersion *eventid.Extractor
 	// Destinations is how many destinations the source has (for states).
 	Destinations int
+	// PlanFunc says which of the source's destinations want an event of
+	// a type (jobs.Routes.Plan, the one routing answer); nil: all of them.
+	PlanFunc func(eventType string) []string
 	// ForwardHeaders are the canonical names of the headers the source's
 	// destinations forward by name (forward_headers): stored as they came,
 	// even a credential or a signature, since they are forwarded from
 	// what is stored.
 	ForwardHeaders []string
-	// Filters are the filters of the source's destinations that filter by
-	// event type, one per such destination: an event whose type one of
-	// them does not want gets no run there, and its state counts one
-	// destination less.
-	Filters []glob.Filter
 	// ContentWindow, when positive, turns on the guard against copies of
 	// a signed delivery under another event id: a delivery whose signed
 	// content (verify.SignedDigest) an event recorded within this window
@@ -56,76 +57,93 @@ type Source struct {
 	MaxBodyBytes int64
 }
 
-// SourceSpec is a source as configured.
+// SourceSpec is how a source receives, as configured (the YAML keys of a
+// `sources:` entry that concern receiving). NewSource checks and builds
+// it.
 type SourceSpec struct {
 	// Verify is how the sender signs.
-	Verify verify.Config
+	Verify verify.Config `yaml:"verify"`
 	// EventID says where the event id is (json:<path>, header:<Name> or
 	// body-sha256); empty means the scheme's default.
-	EventID string
+	EventID string `yaml:"event_id"`
 	// EventType says where the event's type is (json:<path> or
 	// header:<Name>); empty means the scheme's default, if any.
-	EventType string
-	// OrderEntity and OrderVersion say where the ordering guard's inputs
-	// are, in the same forms; both or neither.
-	OrderEntity, OrderVersion string
-	// Destinations is how many destinations the source has.
-	Destinations int
+	EventType string `yaml:"event_type"`
+	// Order, when set, says where the ordering guard's inputs are.
+	Order *OrderSpec `yaml:"order"`
+	// DuplicateContentWindow: a delivery whose signed content an event
+	// recorded within it carried, under another id, is a duplicate of
+	// that event. 0 turns it off; nil means the scheme's default
+	// (defaultContentWindow).
+	DuplicateContentWindow *time.Duration `yaml:"duplicate_content_window"`
 	// Respond is the answer the sender expects to a recorded delivery
 	// (respond: {status, body, content_type}); nil means the scheme's
 	// (adyen: 200 "[accepted]"; xero: 200, no body), else webhookd's
-	// JSON with 202 or 200.
-	Respond *verify.Response
-	// MaxBodyBytes caps the source's bodies (max_body_bytes); 0 means
-	// the server's.
-	MaxBodyBytes int64
+	// JSON with 202 or 200. The status must be 2xx (204 without a body),
+	// the body at most 4 KiB; content_type defaults to text/plain.
+	Respond *verify.Response `yaml:"respond"`
+	// MaxBodyBytes caps the source's bodies (max_body_bytes), in bytes;
+	// 0 means the process's max_body_bytes.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 }
 
 // maxRespondBody bounds a configured answer's body.
 const maxRespondBody = 4096
 
-// SourceError says which part of a SourceSpec is wrong: Field is
-// "verify", "event_id", "event_type", "order.entity", "order.version",
-// "respond" or "max_body_bytes", as the configuration names them.
-type SourceError struct {
-	Field string
-	Err   error
+// OrderSpec says where an event's entity and version are, in the forms of
+// package eventid; both are required.
+type OrderSpec struct {
+	// Entity names what the event is about (json:data.object.id).
+	Entity string `yaml:"entity"`
+	// Version orders an entity's events (json:created).
+	Version string `yaml:"version"`
+	// AllowUnsignedHeader accepts an entity or version read from a header
+	// the scheme does not sign, which a replayed copy may set at will.
+	AllowUnsignedHeader bool `yaml:"allow_unsigned_header"`
 }
 
-func (e *SourceError) Error() string { return e.Field + ": " + e.Err.Error() }
+// SourceOptions is what NewSource needs to know of the rest of the
+// configuration.
+type SourceOptions struct {
+	// Retention bounds DuplicateContentWindow (the events it points at
+	// are kept that long) and is the default window where the scheme has
+	// one.
+	Retention time.Duration
+	// Destinations is how many destinations the source has.
+	Destinations int
+	// PlanFunc is Source.PlanFunc.
+	PlanFunc func(eventType string) []string
+	// ForwardHeaders are the headers the source's destinations forward
+	// by name (forward_headers), in any case.
+	ForwardHeaders []string
+}
 
-func (e *SourceError) Unwrap() error { return e.Err }
-
-// NewSource builds a Source from its spec. It returns a *SourceError
-// naming the part that is wrong.
-func NewSource(spec SourceSpec) (Source, error) {
+// NewSource checks spec and builds its Source. Every problem is reported,
+// joined, as a *field.Error whose path is the spec's key ("event_id",
+// "verify.secrets[0]", "order.version").
+func NewSource(spec SourceSpec, opts SourceOptions) (Source, error) {
+	var errs []error
+	add := func(err error) { errs = append(errs, err) }
 	v, err := verify.New(spec.Verify)
 	if err != nil {
-		return Source{}, &SourceError{Field: "verify", Err: err}
-	}
-	idSpec := spec.EventID
-	if idSpec == "" {
-		idSpec = verify.SchemeDefaults(spec.Verify.Scheme).EventID
-	}
-	id, err := eventid.Parse(idSpec)
-	if err != nil {
-		return Source{}, &SourceError{Field: "event_id", Err: err}
+		// verify's errors name their key (verify.secrets[0]: …).
+		add(field.Prefix("", err))
 	}
 	src := Source{
-		Scheme: spec.Verify.Scheme, Verifier: v, EventID: id, Destinations: spec.Destinations,
+		Scheme: spec.Verify.Scheme, Verifier: v, Destinations: opts.Destinations, PlanFunc: opts.PlanFunc,
 		SignatureHeader: spec.Verify.WithDefaults().Header,
 		Respond:         verify.SchemeDefaults(spec.Verify.Scheme).Respond,
 		MaxBodyBytes:    spec.MaxBodyBytes,
 	}
 	if spec.MaxBodyBytes < 0 {
-		return Source{}, &SourceError{Field: "max_body_bytes", Err: fmt.Errorf("%d: must not be negative", spec.MaxBodyBytes)}
+		add(field.Errorf("max_body_bytes", "must not be negative"))
 	}
 	if r := spec.Respond; r != nil {
-		if r.Status < 200 || r.Status > 299 || r.Status == http.StatusNoContent && r.Body != "" {
-			return Source{}, &SourceError{Field: "respond.status", Err: fmt.Errorf("%d: want a 2xx status (204 without a body)", r.Status)}
-		}
-		if len(r.Body) > maxRespondBody {
-			return Source{}, &SourceError{Field: "respond.body", Err: fmt.Errorf("at most %d bytes", maxRespondBody)}
+		switch {
+		case r.Status < 200 || r.Status > 299 || r.Status == http.StatusNoContent && r.Body != "":
+			add(field.Errorf("respond.status", "%d: want a 2xx status (204 without a body)", r.Status))
+		case len(r.Body) > maxRespondBody:
+			add(field.Errorf("respond.body", "at most %d bytes", maxRespondBody))
 		}
 		c := *r
 		if c.Body != "" && c.ContentType == "" {
@@ -133,9 +151,26 @@ func NewSource(spec SourceSpec) (Source, error) {
 		}
 		src.Respond = &c
 	}
+	for _, name := range opts.ForwardHeaders {
+		if name = http.CanonicalHeaderKey(name); !slices.Contains(src.ForwardHeaders, name) {
+			src.ForwardHeaders = append(src.ForwardHeaders, name)
+		}
+	}
+	defaults := verify.SchemeDefaults(spec.Verify.Scheme)
+	idSpec := cmp.Or(spec.EventID, defaults.EventID)
+	switch {
+	case idSpec == "" && slices.Contains(verify.Schemes, spec.Verify.Scheme):
+		add(field.Errorf("event_id", "required: scheme %s names no event id; write json:<path>, header:<Name> or body-sha256", spec.Verify.Scheme))
+	case idSpec == "":
+		// An unknown scheme is the problem to report, not its id.
+	default:
+		if src.EventID, err = eventid.Parse(idSpec); err != nil {
+			add(&field.Error{Path: "event_id", Err: err})
+		}
+	}
 	typeSpec := spec.EventType
 	if typeSpec == "" {
-		typeSpec = verify.SchemeDefaults(spec.Verify.Scheme).EventType
+		typeSpec = defaults.EventType
 	}
 	if typeSpec != "" {
 		t, err := eventid.Parse(typeSpec)
@@ -143,21 +178,66 @@ func NewSource(spec SourceSpec) (Source, error) {
 			err = fmt.Errorf("spec %q: want json:<path> or header:<Name> (a type is never a hash)", typeSpec)
 		}
 		if err != nil {
-			return Source{}, &SourceError{Field: "event_type", Err: err}
+			add(&field.Error{Path: "event_type", Err: err})
 		}
 		src.EventType = &t
 	}
-	if spec.OrderEntity == "" && spec.OrderVersion == "" {
-		return src, nil
+	if o := spec.Order; o != nil {
+		src.OrderEntity, src.OrderVersion = orderField(spec, "entity", o.Entity, add), orderField(spec, "version", o.Version, add)
 	}
-	entity, err := eventid.Parse(spec.OrderEntity)
+	src.ContentWindow = contentWindow(spec, opts.Retention, add)
+	return src, errors.Join(errs...)
+}
+
+// orderField parses one of order's fields, refusing a header the scheme
+// does not sign unless the operator accepts that.
+func orderField(spec SourceSpec, key, value string, add func(error)) *eventid.Extractor {
+	path := "order." + key
+	ex, err := eventid.Parse(value)
 	if err != nil {
-		return Source{}, &SourceError{Field: "order.entity", Err: err}
+		add(&field.Error{Path: path, Err: err})
+		return nil
 	}
-	version, err := eventid.Parse(spec.OrderVersion)
-	if err != nil {
-		return Source{}, &SourceError{Field: "order.version", Err: err}
+	if h, ok := ex.Header(); ok && !spec.Order.AllowUnsignedHeader && !spec.Verify.SignsHeader(h) {
+		add(field.Errorf(path, "header %s is not covered by scheme %s's signature: a replayed copy could carry any %s "+
+			"and hold back every later update of the entity (order.allow_unsigned_header: true accepts that)",
+			h, spec.Verify.Scheme, key))
 	}
-	src.OrderEntity, src.OrderVersion = &entity, &version
-	return src, nil
+	return &ex
+}
+
+// contentWindow is the source's duplicate_content_window: as configured
+// (at most retention, never for an unsigned source), else the scheme's
+// default (defaultContentWindow).
+func contentWindow(spec SourceSpec, retention time.Duration, add func(error)) time.Duration {
+	w := spec.DuplicateContentWindow
+	if w == nil {
+		return defaultContentWindow(spec.Verify.Scheme, retention)
+	}
+	switch {
+	case *w < 0:
+		add(field.Errorf("duplicate_content_window", "must not be negative"))
+	case *w > 0 && spec.Verify.Scheme == verify.SchemeNone:
+		add(field.Errorf("duplicate_content_window", "scheme none signs nothing to compare"))
+	case *w > retention:
+		add(field.Errorf("duplicate_content_window", "must be at most retention (the events it points at are kept that long)"))
+	}
+	return max(*w, 0)
+}
+
+// defaultContentWindow is a scheme's duplicate_content_window when the
+// source sets none: retention for twilio and 0 (off) for every other
+// scheme. Twilio signs every form parameter, and each of its requests
+// names the message or call it is about (its SID) and what happened to it
+// (status, sequence number), so two distinct Twilio events never share
+// signed content. GitHub and Shopify sign only the body, whose timestamps
+// have second precision: a change undone and redone within a second (a
+// label removed and added again, a product set back and forth) can send
+// byte-identical bodies as distinct events, and the guard would drop the
+// later one.
+func defaultContentWindow(scheme string, retention time.Duration) time.Duration {
+	if scheme == verify.SchemeTwilio {
+		return retention
+	}
+	return 0
 }

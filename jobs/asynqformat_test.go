@@ -45,7 +45,7 @@ func TestEnqueueEventsMatchesAsynq(t *testing.T) {
 			ctx := testCtx(t)
 			viaAsynq, viaBatch := redistest.New(t), redistest.New(t)
 			queue := viaAsynq.Queue
-			dest := jobs.Destination{Name: tc.givenDestName, URL: "http://127.0.0.1:1/", Timeout: tc.givenTimeout}
+			dest := buildDestination(t, jobs.DestinationSpec{Name: tc.givenDestName, Timeout: tc.givenTimeout})
 			routes := jobs.Routes{"src": {tc.givenDestName: dest}}
 			p := jobs.DeliverPayload{Source: "src", EventID: tc.givenID, Destination: tc.givenDestName}
 
@@ -73,7 +73,7 @@ func TestEnqueueEventsMatchesAsynq(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Asynq's inspector cannot read the task: %v", err)
 			}
-			timeout := dest.WithDefaults().Timeout + 30*time.Second
+			timeout := dest.Timeout + 30*time.Second
 			if info.Type != jobs.TypeDeliver || info.State != asynq.TaskStatePending || info.Queue != queue ||
 				info.Timeout != timeout || info.MaxRetry != 1<<20 || info.Retried != 0 || !info.Deadline.IsZero() {
 				t.Errorf("task info %+v", info)
@@ -119,8 +119,8 @@ func TestEnqueueEvents(t *testing.T) {
 
 	routes := jobs.Routes{
 		"src": {
-			"a": {Name: "a", URL: "http://127.0.0.1:1/"},
-			"b": {Name: "b", URL: "http://127.0.0.1:1/"},
+			"a": buildDestination(t, jobs.DestinationSpec{Name: "a"}),
+			"b": buildDestination(t, jobs.DestinationSpec{Name: "b"}),
 		},
 	}
 	setup := func(t *testing.T) (*redistest.DB, *jobs.Enqueuer, string) {

@@ -23,7 +23,7 @@ func TestEnqueuerOnRedisCluster(t *testing.T) {
 	ctx := context.Background()
 	cluster := proctest.StartRedisCluster(t, 3)
 	client := cluster.Client(t)
-	routes := jobs.Routes{"src": {"dst": jobs.Destination{Name: "dst", URL: "http://127.0.0.1:1/"}.WithDefaults()}}
+	routes := jobs.Routes{"src": {"dst": buildDestination(t, jobs.DestinationSpec{Name: "dst"})}}
 	shards := jobs.Shards{Queue: "q", N: 4}
 	enq := jobs.NewShardedEnqueuer(client, shards, routes)
 	insp := asynq.NewInspectorFromRedisClient(client)

@@ -200,12 +200,12 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 	}
 	req.Header.Set("Webhookd-Attempt", strconv.Itoa(r.call))
 	injectTraceContext(ctx, req.Header)
-	if r.dest.SigningSecret != "" {
+	if r.dest.Signer != nil {
 		// Standard Webhooks headers, as the verifier's own signer writes
 		// them for a sender; the message id is the key.
-		h, _, err := verify.Sign(verify.Config{Scheme: verify.SchemeStandard, Secrets: []string{r.dest.SigningSecret}}, r.body, r.now, r.key)
+		h, _, err := r.dest.Signer.Sign(r.body, r.now, r.key)
 		if err != nil {
-			return callResult{outcome: dedupe.OutcomePermanent, err: "destination signing_secret is not a Standard Webhooks secret (whsec_<base64>)"}
+			return callResult{outcome: dedupe.OutcomePermanent, err: "could not sign the call: " + err.Error()}
 		}
 		for k, v := range h {
 			req.Header[k] = v

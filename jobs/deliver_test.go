@@ -41,7 +41,7 @@ func TestDestinationCredentialsAreRedacted(t *testing.T) {
 			t.Parallel()
 			logs := &logtest.Buffer{}
 			b := setup(t, handlerOptions{
-				dest:   jobs.Destination{URL: url, MaxAttempts: 1},
+				dest:   jobs.DestinationSpec{URL: url, MaxAttempts: 1},
 				logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 			})
 			q := b.startWorker(t)
@@ -98,7 +98,7 @@ func TestDestinationRedirectsAreNotFollowed(t *testing.T) {
 				w.Header().Set("Location", location)
 				w.WriteHeader(code)
 			})
-			b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL, MaxAttempts: 3, SigningSecret: "whsec_c2VjcmV0"}})
+			b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: d.URL, MaxAttempts: 3, SigningSecret: "whsec_c2VjcmV0"}})
 			b.record(t, "evt_1", body)
 			err := b.handler.Deliver(testCtx(t), jobs.DeliverPayload{Source: "src", EventID: "evt_1", Destination: "dst"})
 

@@ -177,7 +177,6 @@ func (d *Destinations) status(ctx context.Context, source, name string) (Destina
 	if !ok {
 		return DestinationStatus{}, fmt.Errorf("%w: %s/%s", ErrUnknownDestination, source, name)
 	}
-	dest = dest.WithDefaults()
 	out := DestinationStatus{Source: source, Destination: name, Concurrency: dest.Concurrency, Circuit: dest.Circuit}
 	if dest.Rate != nil {
 		out.Rate = dest.Rate.String()

@@ -36,7 +36,7 @@ func (e *Enqueuer) newDeliverTask(p DeliverPayload, dest Destination) (deliverTa
 		return deliverTask{}, fmt.Errorf("error encoding deliver payload: %w", err)
 	}
 	key := p.Key()
-	return deliverTask{id: key, queue: e.shards.Of(key), payload: body, timeout: dest.WithDefaults().Timeout + taskTimeoutMargin}, nil
+	return deliverTask{id: key, queue: e.shards.Of(key), payload: body, timeout: dest.Timeout + taskTimeoutMargin}, nil
 }
 
 // Enqueuer puts deliver tasks on the queue, one per (event, destination),
@@ -127,11 +127,8 @@ func (e *Enqueuer) EnqueueEvents(ctx context.Context, refs []dedupe.EventRef) (u
 			unrouted = append(unrouted, ref)
 			continue
 		}
-		for name, dest := range dests {
-			if !dest.Filter.Wants(ref.EventType) {
-				continue // no run: the destination does not want this type
-			}
-			t, err := e.newDeliverTask(DeliverPayload{Source: ref.Source, EventID: ref.ExternalID, Destination: name}, dest)
+		for _, name := range e.routes.Plan(ref.Source, ref.EventType) {
+			t, err := e.newDeliverTask(DeliverPayload{Source: ref.Source, EventID: ref.ExternalID, Destination: name}, dests[name])
 			if err != nil {
 				return unrouted, err
 			}

@@ -15,7 +15,7 @@ import (
 // Asynq's client, one round trip and script per task (what the sweeper and
 // replays use), and EnqueueEvents, one script call per batch (the relay).
 func BenchmarkEnqueue(b *testing.B) {
-	routes := jobs.Routes{"src": {"dst": {Name: "dst", URL: "http://127.0.0.1:1/"}}}
+	routes := jobs.Routes{"src": {"dst": buildDestination(b, jobs.DestinationSpec{Name: "dst"})}}
 	ctx := context.Background()
 
 	b.Run("AsynqClientPerTask", func(b *testing.B) {

@@ -5,16 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/webhookd/webhookd/dedupe"
-	"github.com/webhookd/webhookd/internal/glob"
 	"github.com/webhookd/webhookd/internal/tracing"
 )
 
@@ -26,62 +23,12 @@ type runStore interface {
 	ReleaseVersion(ctx context.Context, r dedupe.VersionRequest) error
 }
 
-// Routes maps a source name to its destinations by name.
-type Routes map[string]map[string]Destination
-
-// DestinationNames returns the names of source's destinations, sorted,
-// or ErrUnknownSource.
-func (r Routes) DestinationNames(source string) ([]string, error) {
-	dests, ok := r[source]
-	if !ok {
-		return nil, ErrUnknownSource
-	}
-	return slices.Sorted(maps.Keys(dests)), nil
-}
-
-// DestinationCounts returns how many destinations each source has (what
-// dedupe's event state needs to tell queued from done).
-func (r Routes) DestinationCounts() map[string]int {
-	m := make(map[string]int, len(r))
-	for source, dests := range r {
-		m[source] = len(dests)
-	}
-	return m
-}
-
-// DestinationFilters returns the destinations that filter by event type,
-// with their patterns as SQL LIKE patterns (what dedupe's event states
-// need to leave out the destinations an event is not for).
-func (r Routes) DestinationFilters() []dedupe.DestinationFilter {
-	var out []dedupe.DestinationFilter
-	for source, dests := range r {
-		for name, d := range dests {
-			if d.Filter != nil {
-				out = append(out, dedupe.DestinationFilter{Source: source, Destination: name, Like: d.Filter.Like()})
-			}
-		}
-	}
-	return out
-}
-
-// SourceFilters returns the filters of source's destinations that filter
-// by event type (gateway.Source.Filters).
-func (r Routes) SourceFilters(source string) []glob.Filter {
-	var out []glob.Filter
-	for _, d := range r[source] {
-		if d.Filter != nil {
-			out = append(out, d.Filter)
-		}
-	}
-	return out
-}
-
 // HandlerConfig configures the deliver handler.
 type HandlerConfig struct {
 	// Routes says where each source's events go.
 	Routes Routes
 	// Lease is how long a claimed run may stay running before recovery
-	// presumes its worker dead. Defaults to 2m.
+	// presumes its worker dead. Defaults to dedupe.DefaultLease.
 	Lease time.Duration
 	// Backoff spaces retries of failed attempts.
 	Backoff Backoff
@@ -109,16 +56,14 @@ type HandlerConfig struct {
 // WithDefaults returns a copy of c with zero fields set to their defaults.
 func (c HandlerConfig) WithDefaults() HandlerConfig {
 	if c.Lease <= 0 {
-		c.Lease = 2 * time.Minute
+		c.Lease = dedupe.DefaultLease
 	}
 	c.Backoff = c.Backoff.WithDefaults()
 	if c.DefaultHold <= 0 {
 		c.DefaultHold = 5 * time.Second
 	}
 	if c.HTTPClient == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 64
-		c.HTTPClient = &http.Client{Transport: t}
+		c.HTTPClient = &http.Client{Transport: NewTransport(false)}
 	}
 	client := *c.HTTPClient
 	client.CheckRedirect = noRedirects
@@ -161,26 +106,35 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 // claim, ordering guard, call, settle. The returned error tells Asynq
 // what to do next: nil when the key is settled, a *RetryError to come
 // back later, or an error wrapping asynq.SkipRetry when only a replay can
-// reopen the run.
+// reopen the run. How it ended is counted once, here
+// (webhookd_job_outcomes_total).
 func (h *Handler) Deliver(ctx context.Context, p DeliverPayload) error {
+	outcome, err := h.deliver(ctx, p)
+	if outcome != "" {
+		h.cfg.Metrics.outcome(p.Source, p.Destination, outcome)
+	}
+	return err
+}
+
+// deliver does Deliver's work and returns the outcome to count: "" when
+// the task was held before its claim (steering counts that).
+func (h *Handler) deliver(ctx context.Context, p DeliverPayload) (string, error) {
 	log := loggerFrom(ctx, h.cfg.Logger)
 	dest, ok := h.cfg.Routes[p.Source][p.Destination]
 	if !ok {
 		log.ErrorContext(ctx, "no such destination in the configuration; dropping task")
-		h.cfg.Metrics.outcome(p.Source, p.Destination, "unrouted")
-		return fmt.Errorf("destination %s/%s is not configured: %w", p.Source, p.Destination, asynq.SkipRetry)
+		return "unrouted", fmt.Errorf("destination %s/%s is not configured: %w", p.Source, p.Destination, asynq.SkipRetry)
 	}
-	dest = dest.WithDefaults()
 
 	adm, err := h.admit(ctx, log, p, dest)
 	if err != nil || adm.hold > 0 {
-		return err
+		return "", err
 	}
 	claimStart := h.claimStarted()
-	claim, settled, err := h.claim(ctx, log, p, dest)
+	claim, outcome, settled, err := h.claim(ctx, log, p, dest)
 	if settled {
 		h.steered(ctx, log, p, dest, adm, callResult{})
-		return err
+		return outcome, err
 	}
 	ctx, span := h.startDeliver(ctx, p, claim, claimStart)
 	defer span.End()
@@ -203,18 +157,18 @@ func (h *Handler) Deliver(ctx context.Context, p DeliverPayload) error {
 		endCall(callSpan, res)
 		h.cfg.Metrics.called(p.Source, p.Destination, res.statusCode, res.duration)
 	}
-	err = h.settle(ctx, log, p, claim, res)
+	outcome, err = h.settle(ctx, log, p, claim, res)
 	h.steered(ctx, log, p, dest, adm, res)
 	if release != nil {
 		release()
 	}
-	return err
+	return outcome, err
 }
 
 // claim claims p's key. When the key is not this worker's to call now
-// (done, ended, held elsewhere, or the claim failed), settled is true and
-// err is what Asynq is told.
-func (h *Handler) claim(ctx context.Context, log *slog.Logger, p DeliverPayload, dest Destination) (claim dedupe.Claim, settled bool, err error) {
+// (done, ended, held elsewhere, or the claim failed), settled is true,
+// outcome is what to count ("" for none) and err is what Asynq is told.
+func (h *Handler) claim(ctx context.Context, log *slog.Logger, p DeliverPayload, dest Destination) (claim dedupe.Claim, outcome string, settled bool, err error) {
 	claim, err = h.store.Claim(ctx, dedupe.ClaimRequest{
 		Key:         p.Key(),
 		Source:      p.Source,
@@ -226,36 +180,32 @@ func (h *Handler) claim(ctx context.Context, log *slog.Logger, p DeliverPayload,
 	})
 	if errors.Is(err, dedupe.ErrNotFound) {
 		log.ErrorContext(ctx, "event is no longer stored; run failed")
-		return claim, true, fmt.Errorf("event gone: %w", asynq.SkipRetry)
+		return claim, "", true, fmt.Errorf("event gone: %w", asynq.SkipRetry)
 	}
 	if errors.Is(err, dedupe.ErrKeyConflict) {
 		// Never call under a key that is another run's: the destination
 		// would take this event for that one.
 		log.ErrorContext(ctx, "the key's run belongs to another event; not calling the destination", slog.String("error", err.Error()))
-		h.cfg.Metrics.outcome(p.Source, p.Destination, "key_conflict")
-		return claim, true, fmt.Errorf("key conflict: %w", asynq.SkipRetry)
+		return claim, "key_conflict", true, fmt.Errorf("key conflict: %w", asynq.SkipRetry)
 	}
 	if err != nil {
 		log.WarnContext(ctx, "claim failed; will retry", slog.String("error", err.Error()))
-		return claim, true, &RetryError{Delay: h.cfg.Backoff.Delay(1), Hold: true, Reason: "claim failed"}
+		return claim, "", true, &RetryError{Delay: h.cfg.Backoff.Delay(1), Hold: true, Reason: "claim failed"}
 	}
 	log = log.With(slog.Int("attempt", claim.Call), slog.Int("attempts", claim.Attempts))
 	switch claim.Outcome {
 	case dedupe.AlreadyDone:
 		log.InfoContext(ctx, "key already done; not calling the destination again")
-		h.cfg.Metrics.outcome(p.Source, p.Destination, "already_done")
-		return claim, true, nil
+		return claim, "already_done", true, nil
 	case dedupe.RunningElsewhere:
 		wait := min(max(time.Until(claim.RetryAt), time.Second), h.cfg.Lease)
 		log.InfoContext(ctx, "key is held elsewhere; retrying later", slog.Duration("retry_in", wait))
-		h.cfg.Metrics.outcome(p.Source, p.Destination, "running_elsewhere")
-		return claim, true, &RetryError{Delay: wait, Hold: true, Reason: "key held elsewhere"}
+		return claim, "running_elsewhere", true, &RetryError{Delay: wait, Hold: true, Reason: "key held elsewhere"}
 	case dedupe.Ended:
 		log.InfoContext(ctx, "key already ended; only a replay reopens it", slog.String("status", claim.Status))
-		h.cfg.Metrics.outcome(p.Source, p.Destination, "already_"+claim.Status)
-		return claim, true, nil
+		return claim, "already_" + claim.Status, true, nil
 	}
-	return claim, false, nil
+	return claim, "", false, nil
 }
 
 // guard applies the ordering guard to a claimed event whose source orders

@@ -80,7 +80,7 @@ func TestDeliverOutcomes(t *testing.T) {
 				d.Close()
 			}
 			b := setup(t, handlerOptions{
-				dest:        jobs.Destination{URL: url, Timeout: tc.givenTimeout, MaxAttempts: tc.givenMax},
+				dest:        jobs.DestinationSpec{URL: url, Timeout: tc.givenTimeout, MaxAttempts: tc.givenMax},
 				defaultHold: 3 * time.Second,
 			})
 			b.record(t, "evt_1", body)
@@ -152,7 +152,7 @@ func TestDeliverRepeatAfterDoneCallsNothing(t *testing.T) {
 		w.WriteHeader(201)
 		_, _ = w.Write([]byte(`{"ok":true}`))
 	})
-	b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL}})
+	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: d.URL}})
 	b.record(t, "evt_1", body)
 	p := jobs.DeliverPayload{Source: "src", EventID: "evt_1", Destination: "dst"}
 	for i := range 3 {
@@ -180,7 +180,7 @@ func TestDeliverSignsWithStandardWebhooks(t *testing.T) {
 	t.Parallel()
 	d := newDestination(t, status(200))
 	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
-	b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL, SigningSecret: secret}})
+	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: d.URL, SigningSecret: secret}})
 	b.record(t, "evt_1", body)
 	if err := b.handler.Deliver(testCtx(t), jobs.DeliverPayload{Source: "src", EventID: "evt_1", Destination: "dst"}); err != nil {
 		t.Fatal(err)
@@ -214,7 +214,7 @@ func TestTwoCopiesAtOnce(t *testing.T) {
 		<-release
 		w.WriteHeader(200)
 	})
-	b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL}})
+	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: d.URL}})
 	b.record(t, "evt_1", body)
 	p := jobs.DeliverPayload{Source: "src", EventID: "evt_1", Destination: "dst"}
 
@@ -251,7 +251,7 @@ func TestTwoCopiesAtOnce(t *testing.T) {
 func TestDeliverEventGoneFailsPermanently(t *testing.T) {
 	t.Parallel()
 	d := newDestination(t, status(200))
-	b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL}})
+	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: d.URL}})
 	err := b.handler.Deliver(testCtx(t), jobs.DeliverPayload{Source: "src", EventID: "gone", Destination: "dst"})
 	if !errors.Is(err, asynq.SkipRetry) || len(d.Calls()) != 0 {
 		t.Fatalf("Deliver of a deleted event: %v, %d calls; want SkipRetry and no call", err, len(d.Calls()))
@@ -269,7 +269,7 @@ func TestDeliverEventGoneFailsPermanently(t *testing.T) {
 func TestDeliverNeverCallsUnderAnotherRunsKey(t *testing.T) {
 	t.Parallel()
 	d := newDestination(t, status(200))
-	b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL}})
+	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: d.URL}})
 	b.record(t, "evt_1", body)
 	b.record(t, "other", body)
 	key := jobs.Key("src", "dst", "evt_1", 1)

@@ -91,7 +91,7 @@ type bundle struct {
 
 // handlerOptions shape the handler of a bundle.
 type handlerOptions struct {
-	dest        jobs.Destination
+	dest        jobs.DestinationSpec
 	lease       time.Duration
 	defaultHold time.Duration
 	// logger defaults to the test's log.
@@ -102,13 +102,11 @@ func setup(t *testing.T, o handlerOptions) *bundle {
 	t.Helper()
 	s := pgtest.New(t)
 	store := dedupe.New(s.Pool)
-	if o.dest.Name == "" {
-		o.dest.Name = "dst"
-	}
-	routes := jobs.Routes{"src": {o.dest.Name: o.dest}}
 	if o.lease == 0 {
 		o.lease = time.Minute
 	}
+	dest := buildDestination(t, o.dest)
+	routes := jobs.Routes{"src": {dest.Name: dest}}
 	if o.logger == nil {
 		o.logger = testLogger(t)
 	}
@@ -186,4 +184,21 @@ func (b *bundle) status(t *testing.T, key string) string {
 	var s string
 	_ = b.schema.Pool.QueryRow(testCtx(t), `SELECT status FROM job_runs WHERE key = $1`, key).Scan(&s)
 	return s
+}
+
+// buildDestination builds spec as the configuration would (name "dst" and
+// an unreachable URL when unset), failing the test on a problem.
+func buildDestination(t testing.TB, spec jobs.DestinationSpec) jobs.Destination {
+	t.Helper()
+	if spec.Name == "" {
+		spec.Name = "dst"
+	}
+	if spec.URL == "" {
+		spec.URL = "http://127.0.0.1:1/"
+	}
+	d, err := jobs.NewDestination(spec, jobs.DestinationOptions{SourceHasEventType: true})
+	if err != nil {
+		t.Fatalf("destination %s: %v", spec.Name, err)
+	}
+	return d
 }

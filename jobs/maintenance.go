@@ -22,7 +22,7 @@ type maintenanceStore interface {
 // MaintenanceConfig configures scheduled maintenance.
 type MaintenanceConfig struct {
 	// Retention is the window of SPEC's `retention`: older events, runs and
-	// logged calls are deleted. Defaults to 720h.
+	// logged calls are deleted. Defaults to dedupe.DefaultRetention.
 	Retention time.Duration
 	// RetentionInterval is the time between retention runs; the first runs
 	// at start. Defaults to 1h.
@@ -48,7 +48,7 @@ type MaintenanceConfig struct {
 // WithDefaults returns a copy of c with zero fields set to their defaults.
 func (c MaintenanceConfig) WithDefaults() MaintenanceConfig {
 	if c.Retention <= 0 {
-		c.Retention = 720 * time.Hour
+		c.Retention = dedupe.DefaultRetention
 	}
 	if c.RetentionInterval <= 0 {
 		c.RetentionInterval = time.Hour

@@ -15,7 +15,7 @@ import (
 
 func TestMaintenance(t *testing.T) {
 	t.Parallel()
-	b := setup(t, handlerOptions{dest: jobs.Destination{URL: "http://127.0.0.1:1"}})
+	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: "http://127.0.0.1:1"}})
 	ctx := testCtx(t)
 	exec := func(sql string) {
 		t.Helper()

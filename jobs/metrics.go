@@ -27,6 +27,7 @@ type Metrics struct {
 	recoveryPasses *prometheus.CounterVec
 	recoveryTasks  *prometheus.CounterVec
 	queueSize      *prometheus.GaugeVec
+	queueLatency   *prometheus.GaugeVec
 	duplicateCheck prometheus.Gauge
 	unknownOutcome prometheus.Gauge
 	// Scheduled maintenance (retention, duplicate check).
@@ -91,6 +92,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "webhookd_queue_size",
 			Help: "Tasks in the Asynq queue by state.",
 		}, []string{"queue", "state"}),
+		queueLatency: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "webhookd_queue_latency_seconds",
+			Help: "Age of the oldest pending task in the Asynq queue (how long the next task has waited for a worker); 0 when none waits.",
+		}, []string{"queue"}),
 		duplicateCheck: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "webhookd_duplicate_keys",
 			Help: "Keys with more than one successful destination call in the last 7 days (should be 0).",
@@ -125,7 +130,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.sweeperResets.WithLabelValues(status)
 	}
 	reg.MustRegister(m.outcomes, m.latency, m.calls, m.holds, m.state, m.inFlight, m.enqueueFails, m.relayBacklog,
-		m.sweeperResets, m.recoveryPasses, m.recoveryTasks, m.queueSize, m.duplicateCheck, m.unknownOutcome, m.maintenanceRuns, m.retentionRows,
+		m.sweeperResets, m.recoveryPasses, m.recoveryTasks, m.queueSize, m.queueLatency, m.duplicateCheck, m.unknownOutcome, m.maintenanceRuns, m.retentionRows,
 		m.lastOK[dedupe.KindRetention], m.lastOK[dedupe.KindDuplicateCheck])
 	return m
 }
@@ -244,6 +249,12 @@ func (m *Metrics) swept(status string) {
 func (m *Metrics) queueState(queue, state string, n int) {
 	if m != nil {
 		m.queueSize.WithLabelValues(queue, state).Set(float64(n))
+	}
+}
+
+func (m *Metrics) queueWait(queue string, oldest time.Duration) {
+	if m != nil {
+		m.queueLatency.WithLabelValues(queue).Set(oldest.Seconds())
 	}
 }
 

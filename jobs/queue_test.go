@@ -35,7 +35,7 @@ func TestQueueRateLimitHoldDoesNotSpendAttempts(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	})
 	// max_attempts 1: had the 429 counted, the run would be dead.
-	b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL, MaxAttempts: 1}})
+	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: d.URL, MaxAttempts: 1}})
 	q := b.startWorker(t)
 	b.record(t, "evt_1", body)
 	p := jobs.DeliverPayload{Source: "src", EventID: "evt_1", Destination: "dst"}
@@ -61,7 +61,7 @@ func TestQueuePermanentFailureAndDead(t *testing.T) {
 	t.Run("400FailsAfterOneCall", func(t *testing.T) {
 		t.Parallel()
 		d := newDestination(t, status(http.StatusBadRequest))
-		b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL, MaxAttempts: 5}})
+		b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: d.URL, MaxAttempts: 5}})
 		q := b.startWorker(t)
 		b.record(t, "evt_1", body)
 		p := jobs.DeliverPayload{Source: "src", EventID: "evt_1", Destination: "dst"}
@@ -81,7 +81,7 @@ func TestQueuePermanentFailureAndDead(t *testing.T) {
 	t.Run("500AlwaysIsDeadAfterExactlyMaxAttempts", func(t *testing.T) {
 		t.Parallel()
 		d := newDestination(t, status(http.StatusInternalServerError))
-		b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL, MaxAttempts: 3}})
+		b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: d.URL, MaxAttempts: 3}})
 		q := b.startWorker(t)
 		b.record(t, "evt_1", body)
 		p := jobs.DeliverPayload{Source: "src", EventID: "evt_1", Destination: "dst"}
@@ -120,7 +120,7 @@ func TestQueueOrdering(t *testing.T) {
 	t.Run("OlderAfterNewerIsSkipped", func(t *testing.T) {
 		t.Parallel()
 		d := newDestination(t, status(200))
-		b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL}})
+		b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: d.URL}})
 		q := b.startWorker(t)
 		b.record(t, "evt_v2", `{"v":2}`, "cus_1", "2")
 		b.record(t, "evt_v1", `{"v":1}`, "cus_1", "1")
@@ -155,7 +155,7 @@ func TestQueueOrdering(t *testing.T) {
 			time.Sleep(time.Duration(rand.IntN(15)) * time.Millisecond) // widen the window
 			w.WriteHeader(200)
 		})
-		b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL}})
+		b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: d.URL}})
 		q := b.startWorker(t)
 		var ps []jobs.DeliverPayload
 		for e := range entities {
@@ -211,7 +211,7 @@ func TestQueueOrdering(t *testing.T) {
 func TestReconcilerRecoversAKilledRunWithTheSameKey(t *testing.T) {
 	t.Parallel()
 	d := newDestination(t, status(200))
-	b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL}, lease: time.Second})
+	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: d.URL}, lease: time.Second})
 	q := b.startWorker(t)
 	b.record(t, "evt_1", body)
 	p := jobs.DeliverPayload{Source: "src", EventID: "evt_1", Destination: "dst"}
@@ -254,7 +254,7 @@ func TestReconcilerRecoversAKilledRunWithTheSameKey(t *testing.T) {
 func TestReconcilerHandsOffUnclaimedEvents(t *testing.T) {
 	t.Parallel()
 	d := newDestination(t, status(200))
-	b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL}})
+	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: d.URL}})
 	q := b.startWorker(t)
 	for i := range 5 {
 		b.record(t, fmt.Sprintf("evt_%d", i), body)
@@ -366,7 +366,7 @@ type fastPath struct {
 func startFastPath(t *testing.T, linger time.Duration) *fastPath {
 	t.Helper()
 	r := redistest.New(t)
-	routes := jobs.Routes{"src": {"dst": {Name: "dst", URL: "http://127.0.0.1:1/"}}}
+	routes := jobs.Routes{"src": {"dst": buildDestination(t, jobs.DestinationSpec{Name: "dst"})}}
 	// Redis learns the script first (from a task of another queue), so
 	// every batch is one EVALSHA the hook sees.
 	if _, err := jobs.NewEnqueuer(r.Client, r.Queue+"_warm", routes).EnqueueEvents(testCtx(t), []dedupe.EventRef{{Source: "src", ExternalID: "warm"}}); err != nil {

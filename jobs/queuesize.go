@@ -12,8 +12,9 @@ import (
 )
 
 // RefreshQueueSizes reads the number of tasks of queue in each state from
-// Asynq and sets webhookd_queue_size{queue,state}. A queue that does not
-// exist yet counts zero everywhere.
+// Asynq and sets webhookd_queue_size{queue,state}, and the age of its
+// oldest pending task as webhookd_queue_latency_seconds{queue}. A queue
+// that does not exist yet counts zero everywhere.
 func (m *Metrics) RefreshQueueSizes(rdb redis.UniversalClient, queue string) error {
 	if m == nil {
 		return nil
@@ -36,11 +37,12 @@ func (m *Metrics) RefreshQueueSizes(rdb redis.UniversalClient, queue string) err
 	} {
 		m.queueState(queue, state, n)
 	}
+	m.queueWait(queue, info.Latency)
 	return nil
 }
 
-// RegisterQueues makes the size of every shard of shards exist at zero
-// until its first read.
+// RegisterQueues makes the size and latency of every shard of shards
+// exist at zero until its first read.
 func (m *Metrics) RegisterQueues(shards Shards) {
 	if m == nil {
 		return
@@ -49,6 +51,7 @@ func (m *Metrics) RegisterQueues(shards Shards) {
 		for _, state := range []string{"pending", "active", "scheduled", "retry", "archived", "completed"} {
 			m.queueState(q, state, 0)
 		}
+		m.queueWait(q, 0)
 	}
 }
 

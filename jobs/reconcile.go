@@ -31,7 +31,7 @@ type ReconcilerConfig struct {
 	Interval time.Duration
 	// Lease is the runs' lease (HandlerConfig.Lease). A task held as
 	// active while Postgres says its run was due and unclaimed for
-	// Orphaned is presumed held by a dead worker. Defaults to 2m.
+	// Orphaned is presumed held by a dead worker. Defaults to dedupe.DefaultLease.
 	Lease time.Duration
 	// Orphaned is how long a due, unclaimed run's task may stay active
 	// before it is put back on the queue: a live worker claims a task
@@ -71,7 +71,7 @@ func (c ReconcilerConfig) WithDefaults() ReconcilerConfig {
 		c.Interval = 2 * time.Second
 	}
 	if c.Lease <= 0 {
-		c.Lease = 2 * time.Minute
+		c.Lease = dedupe.DefaultLease
 	}
 	if c.Orphaned <= 0 {
 		c.Orphaned = min(c.Lease/2, 10*time.Second)
@@ -288,14 +288,13 @@ func (r *Reconciler) outbox(ctx context.Context, rep *PassReport, deadline time.
 			tasks   []pendingTask
 		)
 		for _, ev := range events {
-			dests, ok := r.enqueuer.routes[ev.Source]
-			if !ok {
+			if _, ok := r.enqueuer.routes[ev.Source]; !ok {
 				unrouted++
 				continue
 			}
 			missing := 0
-			for name, dest := range dests {
-				if slices.Contains(ev.Claimed, name) || !dest.Filter.Wants(ev.EventType) {
+			for _, name := range r.enqueuer.routes.Plan(ev.Source, ev.EventType) {
+				if slices.Contains(ev.Claimed, name) {
 					continue
 				}
 				missing++

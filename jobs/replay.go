@@ -198,7 +198,7 @@ func (r *Replayer) Replay(ctx context.Context, req ReplayRequest) (ReplayResult,
 		// Every destination means every one that wants the event's
 		// type; a destination named on purpose is replayed whatever its
 		// filter says.
-		dests = slices.DeleteFunc(dests, func(d string) bool { return !r.routes[req.Source][d].Filter.Wants(ev.EventType) })
+		dests = r.routes.Plan(req.Source, ev.EventType)
 	}
 	latest := latestRuns(ev.Runs)
 	log := loggerFrom(ctx, r.log).With(slog.String("source", req.Source), slog.String("event_id", req.EventID),
@@ -242,7 +242,7 @@ func (r *Replayer) replayDestination(ctx context.Context, log *slog.Logger, req 
 		rr.Key, rr.Generation, rr.Status = run.Key, run.Generation, run.Status
 		p.Generation = run.Generation
 	}
-	maxAttempts := r.routes[req.Source][dest].WithDefaults().MaxAttempts
+	maxAttempts := r.routes[req.Source][dest].MaxAttempts
 
 	switch {
 	case req.Force:

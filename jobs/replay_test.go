@@ -9,7 +9,6 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/webhookd/webhookd/dedupe"
-	"github.com/webhookd/webhookd/internal/glob"
 	"github.com/webhookd/webhookd/internal/testkit/logtest"
 	"github.com/webhookd/webhookd/internal/testkit/redistest"
 	"github.com/webhookd/webhookd/jobs"
@@ -34,11 +33,10 @@ func TestReplayerRules(t *testing.T) {
 	t.Parallel()
 	b := setup(t, handlerOptions{})
 	ctx := testCtx(t)
-	charges, err := glob.CompileFilter([]string{"charge.*"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	routes := jobs.Routes{"src": {"dst": {Name: "dst"}, "charges": {Name: "charges", Filter: charges}}}
+	routes := jobs.Routes{"src": {
+		"dst":     buildDestination(t, jobs.DestinationSpec{Name: "dst"}),
+		"charges": buildDestination(t, jobs.DestinationSpec{Name: "charges", Filter: []string{"charge.*"}}),
+	}}
 	r := redistest.New(t)
 	insp := asynq.NewInspectorFromRedisClient(r.Client)
 	rep := jobs.NewReplayer(b.store, jobs.NewEnqueuer(r.Client, r.Queue, routes), routes, jobs.ReplayerConfig{Logger: b.logger})
@@ -104,7 +102,7 @@ func TestReplayerRules(t *testing.T) {
 		}
 	}
 	logs := &logtest.Buffer{}
-	res, err = rep.Replay(jobs.WithLogger(ctx, slog.New(slog.NewJSONHandler(logs, nil))),
+	res, err := rep.Replay(jobs.WithLogger(ctx, slog.New(slog.NewJSONHandler(logs, nil))),
 		jobs.ReplayRequest{Source: "src", EventID: "e1", Force: true, Destination: "dst", By: "carol", Reason: "resend"})
 	if err != nil || res.Runs[0].Action != jobs.ActionForced || res.Runs[0].Key != "src:dst:e1#2" || res.Runs[0].Generation != 2 ||
 		!queued("src:dst:e1#2") {

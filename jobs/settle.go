@@ -58,8 +58,8 @@ var settlements = map[transition]settlement{
 
 // settle stores how the claimed call ended (dedupe.Store.Finish, which
 // also completes the call's delivery_attempts row), logs the decision
-// once, counts it, and returns what Asynq is told.
-func (h *Handler) settle(ctx context.Context, log *slog.Logger, p DeliverPayload, claim dedupe.Claim, res callResult) error {
+// once, and returns the outcome to count and what Asynq is told.
+func (h *Handler) settle(ctx context.Context, log *slog.Logger, p DeliverPayload, claim dedupe.Claim, res callResult) (string, error) {
 	switch res.outcome {
 	case dedupe.OutcomeRetry:
 		res.wait = h.cfg.Backoff.Delay(claim.Attempts + 1)
@@ -84,19 +84,18 @@ func (h *Handler) settle(ctx context.Context, log *slog.Logger, p DeliverPayload
 		// decides. The call itself is logged with its outcome.
 		log.WarnContext(ctx, "the run was handed on meanwhile; outcome logged, not stored on the run",
 			slog.String("outcome", string(res.outcome)))
-		h.cfg.Metrics.outcome(p.Source, p.Destination, "claim_lost")
-		return nil
+		return "claim_lost", nil
 	}
 	if err != nil {
 		// Not stored: the run stays running until its lease passes, and
 		// the retry carries the same key.
 		log.ErrorContext(ctx, "could not store the outcome; the run is retried once its lease passes",
 			slog.String("outcome", string(res.outcome)), slog.String("store_error", err.Error()))
-		return &RetryError{Delay: h.cfg.Lease, Hold: true, Reason: "storing the outcome failed"}
+		return "", &RetryError{Delay: h.cfg.Lease, Hold: true, Reason: "storing the outcome failed"}
 	}
 	s, ok := settlements[transition{res.outcome, fin.Status}]
 	if !ok {
-		return fmt.Errorf("outcome %s left the run %s, which no settlement covers: %w", res.outcome, fin.Status, asynq.SkipRetry)
+		return "", fmt.Errorf("outcome %s left the run %s, which no settlement covers: %w", res.outcome, fin.Status, asynq.SkipRetry)
 	}
 	metric, message := s.metric, s.message
 	if res.label != "" {
@@ -107,16 +106,15 @@ func (h *Handler) settle(ctx context.Context, log *slog.Logger, p DeliverPayload
 		attrs = append(attrs, slog.Duration("retry_in", res.wait))
 	}
 	log.LogAttrs(ctx, s.level, message, attrs...)
-	h.cfg.Metrics.outcome(p.Source, p.Destination, metric)
 	switch s.next {
 	case nextRetry:
-		return &RetryError{Delay: res.wait, Reason: res.err}
+		return metric, &RetryError{Delay: res.wait, Reason: res.err}
 	case nextHold:
-		return &RetryError{Delay: res.wait, Hold: true, Reason: res.err}
+		return metric, &RetryError{Delay: res.wait, Hold: true, Reason: res.err}
 	case nextStop:
-		return fmt.Errorf("%s: %w", cmp.Or(res.err, fin.Status), asynq.SkipRetry)
+		return metric, fmt.Errorf("%s: %w", cmp.Or(res.err, fin.Status), asynq.SkipRetry)
 	}
-	return nil
+	return metric, nil
 }
 
 // finish stores the outcome (dedupe.Store.Finish). While Postgres does

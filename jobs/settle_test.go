@@ -35,7 +35,7 @@ func (f *failingFinish) Finish(ctx context.Context, key string, fin dedupe.Finis
 func TestSettleOutlivesAFailover(t *testing.T) {
 	t.Parallel()
 	d := newDestination(t, status(200))
-	b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL}})
+	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: d.URL}})
 	store := &failingFinish{Store: b.store}
 	store.n.Store(4)
 	h := jobs.NewHandler(store, jobs.HandlerConfig{Routes: b.routes, Lease: time.Minute, Logger: testLogger(t)})

@@ -68,7 +68,7 @@ func TestShardedEnqueuer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r := redistest.New(t)
-	routes := jobs.Routes{"src": {"dst": jobs.Destination{Name: "dst", URL: "http://127.0.0.1:1/"}.WithDefaults()}}
+	routes := jobs.Routes{"src": {"dst": buildDestination(t, jobs.DestinationSpec{Name: "dst"})}}
 	shards := jobs.Shards{Queue: r.Queue, N: 4}
 	enq := jobs.NewShardedEnqueuer(r.Client, shards, routes)
 	insp := asynq.NewInspectorFromRedisClient(r.Client)
@@ -140,7 +140,7 @@ func TestShardedEnqueuer(t *testing.T) {
 func TestShardCountChange(t *testing.T) {
 	t.Parallel()
 	d := newDestination(t, status(200))
-	b := setup(t, handlerOptions{dest: jobs.Destination{URL: d.URL}})
+	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: d.URL}})
 	r := redistest.New(t)
 	ctx := testCtx(t)
 	old := jobs.NewShardedEnqueuer(r.Client, jobs.Shards{Queue: r.Queue, N: 1}, b.routes)
@@ -222,8 +222,8 @@ func TestWakeAcrossShards(t *testing.T) {
 	ctx := context.Background()
 	r := redistest.New(t)
 	routes := jobs.Routes{"src": {
-		"dst":   jobs.Destination{Name: "dst", URL: "http://127.0.0.1:1/"}.WithDefaults(),
-		"other": jobs.Destination{Name: "other", URL: "http://127.0.0.1:1/"}.WithDefaults(),
+		"dst":   buildDestination(t, jobs.DestinationSpec{Name: "dst"}),
+		"other": buildDestination(t, jobs.DestinationSpec{Name: "other"}),
 	}}
 	shards := jobs.Shards{Queue: r.Queue, N: 4}
 	enq := jobs.NewShardedEnqueuer(r.Client, shards, routes)

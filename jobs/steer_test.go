@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
-
 	"github.com/webhookd/webhookd/internal/testkit/redistest"
 )
 
@@ -19,7 +17,7 @@ func TestSteeringConcurrency(t *testing.T) {
 	r := redistest.New(t)
 	// Two "processes" sharing one Redis.
 	a, b := NewSteering(NewEnqueuer(r.Client, r.Queue, nil), nil), NewSteering(NewEnqueuer(r.Client, r.Queue, nil), nil)
-	dest := Destination{Name: "d", Concurrency: 2, Circuit: Circuit{Disabled: true}}.WithDefaults()
+	dest := mustDestination(t, DestinationSpec{Name: "d", Concurrency: 2, Circuit: circuitOff})
 	ctx := context.Background()
 	var (
 		inFlight, most atomic.Int32
@@ -77,7 +75,7 @@ func TestSteeringSlotOfADeadWorker(t *testing.T) {
 	s := NewSteering(NewEnqueuer(r.Client, r.Queue, nil), nil)
 	clock := time.Now()
 	s.now = func() time.Time { return clock }
-	dest := Destination{Name: "d", Concurrency: 1, Timeout: time.Second, Circuit: Circuit{Disabled: true}}.WithDefaults()
+	dest := mustDestination(t, DestinationSpec{Name: "d", Concurrency: 1, Timeout: time.Second, Circuit: circuitOff})
 	ctx := context.Background()
 	if adm, err := s.admit(ctx, "src", dest, "dead"); err != nil || adm.hold > 0 {
 		t.Fatalf("first: %+v %v", adm, err)
@@ -97,7 +95,7 @@ func TestSteeringCircuit(t *testing.T) {
 	s := NewSteering(NewEnqueuer(r.Client, r.Queue, nil), nil)
 	clock := time.Now()
 	s.now = func() time.Time { return clock }
-	dest := Destination{Name: "d", Circuit: Circuit{Failures: 3, Cooldown: time.Minute}}.WithDefaults()
+	dest := mustDestination(t, DestinationSpec{Name: "d", Circuit: &CircuitSpec{Failures: ptr(3), Cooldown: time.Minute}})
 	ctx := context.Background()
 	call := func(class string) (admission, string) {
 		t.Helper()
@@ -160,8 +158,7 @@ func TestSteeringRate(t *testing.T) {
 	t.Parallel()
 	r := redistest.New(t)
 	a, b := NewSteering(NewEnqueuer(r.Client, r.Queue, nil), nil), NewSteering(NewEnqueuer(r.Client, r.Queue, nil), nil)
-	rate := redis_rate.Limit{Rate: 20, Period: time.Second, Burst: 20}
-	dest := Destination{Name: "d", Rate: &rate, Circuit: Circuit{Disabled: true}}.WithDefaults()
+	dest := mustDestination(t, DestinationSpec{Name: "d", RateLimit: "20/s", Circuit: circuitOff})
 	ctx := context.Background()
 	var (
 		mu    sync.Mutex
@@ -219,7 +216,7 @@ func TestSteeringPaused(t *testing.T) {
 	r := redistest.New(t)
 	paused := true
 	s := NewSteering(NewEnqueuer(r.Client, r.Queue, nil), func(source, destination string) bool { return paused && destination == "d" })
-	dest := Destination{Name: "d"}.WithDefaults()
+	dest := mustDestination(t, DestinationSpec{Name: "d"})
 	adm, err := s.admit(context.Background(), "src", dest, "k")
 	if err != nil || adm.reason != holdPaused || adm.hold < 20*time.Second {
 		t.Fatalf("paused: %+v %v", adm, err)
@@ -228,4 +225,21 @@ func TestSteeringPaused(t *testing.T) {
 	if adm, _ := s.admit(context.Background(), "src", dest, "k"); adm.hold > 0 {
 		t.Fatalf("resumed: %+v", adm)
 	}
+}
+
+// circuitOff is a circuit spec that turns the breaker off.
+var circuitOff = &CircuitSpec{Failures: ptr(0)}
+
+func ptr[T any](v T) *T { return &v }
+
+// mustDestination builds spec (with an unreachable URL), failing the test
+// on a problem.
+func mustDestination(t testing.TB, spec DestinationSpec) Destination {
+	t.Helper()
+	spec.URL = "http://127.0.0.1:1/"
+	d, err := NewDestination(spec, DestinationOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -5,11 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
-
-	"github.com/go-redis/redis_rate/v10"
-
-	"github.com/webhookd/webhookd/internal/glob"
 )
 
 // TypeDeliver is the Asynq task type that forwards one event to one
@@ -86,72 +81,4 @@ func decodePayload(b []byte) (DeliverPayload, error) {
 		return p, fmt.Errorf("error decoding deliver payload: source, event_id and destination are required")
 	}
 	return p, nil
-}
-
-// Destination is where an event's work goes.
-type Destination struct {
-	// Name is unique within its source.
-	Name string
-	// URL receives POST requests.
-	URL string
-	// Timeout bounds one call. Defaults to 10s.
-	Timeout time.Duration
-	// MaxAttempts is how many failed tries make the run dead. Defaults to 20.
-	MaxAttempts int
-	// Concurrency caps the calls in flight, all workers together; 0 means
-	// no cap.
-	Concurrency int
-	// Rate caps the calls per period, all workers together, with a burst
-	// of at most one second's worth; nil means no cap.
-	Rate *redis_rate.Limit
-	// Circuit stops calling the destination after a run of failed calls.
-	Circuit Circuit
-	// ForwardHeaders are the canonical names of the sender's headers the
-	// destination gets as they came, from those stored with the event:
-	// the scheme's (verify.Defaults.ForwardedHeaders) and the
-	// configuration's forward_headers. A name the call sets itself
-	// (ReservedHeader) is never taken from the sender.
-	ForwardHeaders []string
-	// Filter, when set, lists the event types the destination wants: an
-	// event whose type matches none of them (or that has no type) makes
-	// no run for it. nil wants every event.
-	Filter glob.Filter
-	// SigningSecret, when set, signs forwarded calls with Standard Webhooks
-	// headers (webhook-id is the key). It is a Standard Webhooks secret,
-	// whsec_<base64>, as verify.SchemeStandard takes it.
-	SigningSecret string
-}
-
-// Circuit is a destination's circuit breaker (SPEC): after Failures
-// failed calls in a row (the outcomes that spend an attempt: 5xx, 408,
-// 3xx, timeout, connection error) it is open for Cooldown from the last
-// of them, then one call probes it, and a 2xx closes it.
-type Circuit struct {
-	// Failures opens the circuit. Defaults to 20 unless Disabled.
-	Failures int
-	// Cooldown is how long it stays open after the last failure. Defaults
-	// to 1m.
-	Cooldown time.Duration
-	// Disabled turns the circuit off (the configuration's failures: 0).
-	Disabled bool
-}
-
-// WithDefaults returns a copy of d with zero fields set to their defaults.
-func (d Destination) WithDefaults() Destination {
-	switch {
-	case d.Circuit.Disabled:
-		d.Circuit.Failures = 0
-	case d.Circuit.Failures <= 0:
-		d.Circuit.Failures = 20
-	}
-	if d.Circuit.Cooldown <= 0 {
-		d.Circuit.Cooldown = time.Minute
-	}
-	if d.Timeout <= 0 {
-		d.Timeout = 10 * time.Second
-	}
-	if d.MaxAttempts <= 0 {
-		d.MaxAttempts = 20
-	}
-	return d
 }

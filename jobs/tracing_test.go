@@ -77,7 +77,7 @@ func TestDeliverJoinsEventTrace(t *testing.T) {
 	})
 	s := pgtest.New(t)
 	store := dedupe.New(s.Pool)
-	routes := jobs.Routes{"src": {"dst": {Name: "dst", URL: d.URL}}}
+	routes := jobs.Routes{"src": {"dst": buildDestination(t, jobs.DestinationSpec{Name: "dst", URL: d.URL})}}
 	h := jobs.NewHandler(store, jobs.HandlerConfig{
 		Routes: routes, Lease: time.Minute, Logger: testLogger(t), TracerProvider: tr.tp,
 		Backoff: jobs.Backoff{Base: 10 * time.Millisecond, Max: 40 * time.Millisecond},
@@ -145,9 +145,9 @@ func TestDeliverJoinsEventTrace(t *testing.T) {
 func TestDeliverUntracedSendsNoTraceparent(t *testing.T) {
 	t.Parallel()
 	tr := newTraced(t)
-	b := setup(t, handlerOptions{dest: jobs.Destination{Name: "dst"}})
+	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{Name: "dst"}})
 	d := newDestination(t, status(200))
-	b.routes["src"]["dst"] = jobs.Destination{Name: "dst", URL: d.URL}
+	b.routes["src"]["dst"] = buildDestination(t, jobs.DestinationSpec{Name: "dst", URL: d.URL})
 	ev := dedupe.Event{Source: "src", ExternalID: "evt_1", Payload: []byte(body), TraceParent: tr.ingestT}
 	if _, err := dedupe.RecordBatch(testCtx(t), b.schema.Pool, []dedupe.Event{ev}); err != nil {
 		t.Fatal(err)
@@ -168,7 +168,7 @@ func TestRelayHandOffSpan(t *testing.T) {
 	t.Parallel()
 	tr := newTraced(t)
 	r := redistest.New(t)
-	routes := jobs.Routes{"src": {"dst": {Name: "dst", URL: "http://127.0.0.1:1/"}}}
+	routes := jobs.Routes{"src": {"dst": buildDestination(t, jobs.DestinationSpec{Name: "dst"})}}
 	relay := jobs.NewRelay(jobs.NewEnqueuer(r.Client, r.Queue, routes), jobs.RelayConfig{Linger: time.Millisecond, Logger: testLogger(t), TracerProvider: tr.tp})
 	ctx, cancel := context.WithCancel(testCtx(t))
 	done := make(chan struct{})
@@ -204,7 +204,7 @@ func TestRecoveryJoinsEventTrace(t *testing.T) {
 	s := pgtest.New(t)
 	store := dedupe.New(s.Pool)
 	r := redistest.New(t)
-	routes := jobs.Routes{"src": {"dst": {Name: "dst", URL: "http://127.0.0.1:1/"}}}
+	routes := jobs.Routes{"src": {"dst": buildDestination(t, jobs.DestinationSpec{Name: "dst"})}}
 	rec := jobs.NewReconciler(store, jobs.NewEnqueuer(r.Client, r.Queue, routes), jobs.ReconcilerConfig{
 		MinAge: time.Millisecond, Slack: time.Millisecond, Logger: testLogger(t), TracerProvider: tr.tp,
 	})

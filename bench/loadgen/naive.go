@@ -109,7 +109,12 @@ func StartNaive(ctx context.Context, cfg NaiveConfig) (*NaiveServer, error) {
 	opts.PoolSize = 64
 	rdb := redis.NewClient(opts)
 	client := asynq.NewClientFromRedisClient(rdb)
-	routes := jobs.Routes{src.Name: {src.Destination: jobs.Destination{Name: src.Destination, URL: cfg.SinkURL}.WithDefaults()}}
+	dest, err := jobs.NewDestination(jobs.DestinationSpec{Name: src.Destination, URL: cfg.SinkURL}, jobs.DestinationOptions{})
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	routes := jobs.Routes{src.Name: {src.Destination: dest}}
 	s := &NaiveServer{
 		pool:     pool,
 		rdb:      rdb,

@@ -26,7 +26,7 @@ func startWebhookd(ctx context.Context, env Env) (string, func() error, error) {
 		}
 		return "", func() error { return nil }, nil
 	}
-	src, err := gateway.NewSource(gateway.SourceSpec{Verify: env.Source.Verify, EventID: env.Source.EventID, Destinations: 1})
+	sources, err := env.sources()
 	if err != nil {
 		return "", nil, err
 	}
@@ -41,10 +41,7 @@ func startWebhookd(ctx context.Context, env Env) (string, func() error, error) {
 		Redis:          webhookd.RedisConfig{URL: env.RedisURL},
 		Queue:          env.Queue,
 		Roles:          webhookd.Roles{Gateway: env.Gateway, Worker: env.Worker},
-		Sources:        map[string]gateway.Source{env.Source.Name: src},
-		Routes: jobs.Routes{env.Source.Name: {
-			env.Source.Destination: jobs.Destination{Name: env.Source.Destination, URL: env.SinkURL}.WithDefaults(),
-		}},
+		Sources:        sources,
 	}, env.Log)
 	if err != nil {
 		return "", nil, err
@@ -57,4 +54,14 @@ func startWebhookd(ctx context.Context, env Env) (string, func() error, error) {
 		return err
 	}
 	return "http://" + p.Addr().String(), stop, nil
+}
+
+// sources builds the run's one source and its destination as the
+// configuration builds a deployment's (webhookd.NewSources).
+func (env Env) sources() (*webhookd.Sources, error) {
+	return webhookd.NewSources([]webhookd.SourceSpec{{
+		Name:         env.Source.Name,
+		SourceSpec:   gateway.SourceSpec{Verify: env.Source.Verify, EventID: env.Source.EventID},
+		Destinations: []jobs.DestinationSpec{{Name: env.Source.Destination, URL: env.SinkURL}},
+	}}, webhookd.SourcesOptions{})
 }

@@ -13,12 +13,13 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/webhookd/webhookd"
+	"github.com/webhookd/webhookd/config"
+	"github.com/webhookd/webhookd/gateway/admin"
 	"github.com/webhookd/webhookd/gateway/verify"
 	"github.com/webhookd/webhookd/internal/sink"
 	"github.com/webhookd/webhookd/internal/testkit/logtest"
@@ -34,7 +35,7 @@ const e2eToken = "e2e-admin-token-0123456789"
 
 // startProcess starts a gateway and worker process from a config whose
 // admin part is adminYAML (top-level keys: admin_token, admin).
-func startProcess(t *testing.T, adminYAML string) (string, *config, *pgtest.Schema, *sink.Sink, *logtest.Buffer) {
+func startProcess(t *testing.T, adminYAML string) (string, *config.Config, *pgtest.Schema, *sink.Sink, *logtest.Buffer) {
 	t.Helper()
 	schema := pgtest.New(t)
 	rdb := redistest.New(t)
@@ -59,16 +60,14 @@ sources:
     destinations:
       - {name: sink, url: %q, timeout: 1s, max_attempts: 3}
 `, schema.URL, rdb.URL, rdb.Queue, adminYAML, e2eSecret, ds.URL)
-	cfg, err := parseConfig("test.yaml", []byte(raw), func(string) (string, bool) { return "", false })
+	cfg, err := config.Parse("test.yaml", []byte(raw), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
 	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	pcfg, err := cfg.process(webhookd.Roles{Gateway: true, Worker: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pcfg := cfg.Process
+	pcfg.Roles = webhookd.Roles{Gateway: true, Worker: true}
 	p, err := webhookd.Start(context.Background(), pcfg, log)
 	if err != nil {
 		t.Fatalf("process did not start: %v\n%s", err, logs.String())
@@ -84,10 +83,10 @@ sources:
 	return "http://" + p.Addr().String(), cfg, schema, dest, logs
 }
 
-func sendSigned(t *testing.T, base string, cfg *config, id string, secretOK bool) int {
+func sendSigned(t *testing.T, base string, cfg *config.Config, id string, secretOK bool) int {
 	t.Helper()
 	body := []byte(`{"id":"` + id + `","type":"invoice.paid"}`)
-	vc := cfg.Sources[0].verifyConfig()
+	vc := cfg.File.Sources[0].Verify
 	if !secretOK {
 		vc.Secrets = []string{"whsec_wrong"}
 	}
@@ -169,7 +168,7 @@ VALUES ('stripe:sink:evt_crashed', 'stripe', 'evt_crashed', 'sink', 'running', 1
 	if code, body := get(t, base+"/admin/events?state=done", e2eToken); code != http.StatusOK || !strings.Contains(body, "evt_e2e_1") {
 		t.Errorf("admin with token: %d %s", code, body)
 	}
-	if code, body := get(t, base+"/admin/queues/api/queues", e2eToken); code != http.StatusOK || !strings.Contains(body, cfg.Queue) {
+	if code, body := get(t, base+"/admin/queues/api/queues", e2eToken); code != http.StatusOK || !strings.Contains(body, cfg.Process.Queue) {
 		t.Errorf("dashboard API: %d %s", code, body)
 	}
 
@@ -192,8 +191,8 @@ VALUES ('stripe:sink:evt_crashed', 'stripe', 'evt_crashed', 'sink', 'running', 1
 		`webhookd_sweeper_resets_total{status="failed"}`,
 		`webhookd_retention_last_success_timestamp_seconds`,
 		`webhookd_duplicate_keys`,
-		`webhookd_queue_size{queue="` + cfg.Queue + `",state="pending"}`,
-		`webhookd_queue_size{queue="` + cfg.Queue + `",state="archived"}`,
+		`webhookd_queue_size{queue="` + cfg.Process.Queue + `",state="pending"}`,
+		`webhookd_queue_size{queue="` + cfg.Process.Queue + `",state="archived"}`,
 	}
 	var metrics string
 	pipelinetest.Eventually(t, 20*time.Second, "every metric on /metrics", func() bool {
@@ -252,21 +251,6 @@ VALUES ('stripe:sink:evt_crashed', 'stripe', 'evt_crashed', 'sink', 'running', 1
 	}
 }
 
-func TestListenNames(t *testing.T) {
-	t.Parallel()
-	for given, expect := range map[string][]string{
-		":8080":                 nil,
-		"127.0.0.1:8080":        nil,
-		"[::1]:8080":            nil,
-		"Admin.Internal:8080":   {"admin.internal"},
-		"not an address at all": nil,
-	} {
-		if got := listenNames(given); !slices.Equal(got, expect) {
-			t.Errorf("listenNames(%q) = %q, want %q", given, got, expect)
-		}
-	}
-}
-
 func TestComposeConfigIsValid(t *testing.T) {
 	t.Parallel()
 	raw, err := os.ReadFile("../../compose.webhookd.yaml")
@@ -277,11 +261,11 @@ func TestComposeConfigIsValid(t *testing.T) {
 		"DATABASE_URL": "postgres://postgres:pw@postgres:5432/webhookd", "REDIS_URL": "redis://redis:6379/0",
 		"WEBHOOKD_ADMIN_TOKEN": e2eToken, "STRIPE_WEBHOOK_SECRET": "whsec_x", "DEMO_DESTINATION_URL": "http://sink:9000/hooks/demo",
 	}
-	cfg, err := parseConfig("compose.webhookd.yaml", raw, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	cfg, err := config.Parse("compose.webhookd.yaml", raw, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
 		t.Fatalf("compose.webhookd.yaml: %v", err)
 	}
-	if cfg.AdminToken != e2eToken || cfg.Sources[0].Destinations[0].URL != "http://sink:9000/hooks/demo" {
+	if cfg.File.AdminToken != e2eToken || cfg.File.Sources[0].Destinations[0].URL != "http://sink:9000/hooks/demo" {
 		t.Errorf("environment not applied: %+v", cfg)
 	}
 }
@@ -428,29 +412,26 @@ func TestDemoMakesAnAdminToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := parseConfig("webhookd.example.yaml", raw, func(string) (string, bool) { return "", false })
+	cfg, err := config.Parse("webhookd.example.yaml", raw, func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.adminTokens()) != 0 {
+	if cfg.File.HasAdminTokens() {
 		t.Fatal("the example config has an admin token without WEBHOOKD_ADMIN_TOKEN")
 	}
 	var out bytes.Buffer
 	if err := demoAdminToken(cfg, &out); err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.validateAdmin(); err != nil || len(cfg.AdminToken) < 32 {
-		t.Fatalf("demo token %d bytes: %v", len(cfg.AdminToken), err)
+	tokens := cfg.Process.Admin.Tokens
+	if len(tokens) != 1 || admin.CheckToken(tokens[0]) != nil || len(tokens[0]) < 32 {
+		t.Fatalf("demo tokens %d, want one usable token of at least 32 bytes", len(tokens))
 	}
-	if !strings.Contains(out.String(), "export T="+cfg.AdminToken+"\n") || !strings.Contains(out.String(), "http://localhost:8080/admin/") {
+	if !strings.Contains(out.String(), "export T="+tokens[0]+"\n") || !strings.Contains(out.String(), "http://localhost:8080/admin/") {
 		t.Errorf("demo output does not give the token and where to use it:\n%s", out.String())
 	}
-	pc, err := cfg.process(webhookd.Roles{Gateway: true})
-	if err != nil || len(pc.Admin.Tokens) != 1 || pc.Admin.Tokens[0] != cfg.AdminToken {
-		t.Errorf("the demo's process has admin tokens %v (%v)", pc.Admin.Tokens, err)
-	}
 	other := *cfg
-	if err := demoAdminToken(&other, io.Discard); err != nil || other.AdminToken == cfg.AdminToken {
+	if err := demoAdminToken(&other, io.Discard); err != nil || other.Process.Admin.Tokens[0] == tokens[0] {
 		t.Error("two demo runs made the same token")
 	}
 }

@@ -35,7 +35,7 @@ func checkDuplicatesCommand() *cobra.Command {
 			}
 			window, _ := cmd.Flags().GetDuration("window")
 			ctx := cmd.Context()
-			pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+			pc, err := pgxpool.ParseConfig(cfg.Process.DatabaseURL)
 			if err != nil {
 				return fmt.Errorf("error parsing database_url: %w", err)
 			}

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,11 +11,12 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/webhookd/webhookd"
+	"github.com/webhookd/webhookd/config"
 	"github.com/webhookd/webhookd/internal/sink"
+	"github.com/webhookd/webhookd/migrations"
 )
 
 func demoCommand() *cobra.Command {
@@ -35,18 +34,18 @@ func demoCommand() *cobra.Command {
 			}
 			log := newLogger(cfg.LogLevel)
 			ctx := cmd.Context()
-			if len(cfg.adminTokens()) == 0 && !cfg.Admin.UnsafeTokenlessLoopback {
+			if !cfg.File.HasAdminTokens() && !cfg.File.Admin.UnsafeTokenlessLoopback {
 				if err := demoAdminToken(cfg, cmd.ErrOrStderr()); err != nil {
 					return err
 				}
 			}
-			if err := ensureDatabase(ctx, cfg.DatabaseURL, log); err != nil {
+			if err := migrations.EnsureDatabase(ctx, cfg.Process.DatabaseURL, log); err != nil {
 				return err
 			}
 			// Serve the sink wherever the config's destinations point on
 			// this machine.
 			started := map[string]bool{}
-			for _, s := range cfg.Sources {
+			for _, s := range cfg.File.Sources {
 				for _, d := range s.Destinations {
 					u, err := url.Parse(d.URL)
 					if err != nil || started[u.Host] {
@@ -73,47 +72,20 @@ func demoCommand() *cobra.Command {
 // this run and prints it (to stderr: stdout is the JSON log), so a
 // newcomer can open the event browser the way it is deployed, with a
 // token, rather than by opting in to tokenless admin.
-func demoAdminToken(cfg *config, w io.Writer) error {
+func demoAdminToken(cfg *config.Config, w io.Writer) error {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		return fmt.Errorf("error making a demo admin token: %w", err)
 	}
-	cfg.AdminToken = hex.EncodeToString(b)
+	token := hex.EncodeToString(b)
+	cfg.Process.Admin.Tokens = []string{token}
 	port := "8080"
-	if _, p, err := net.SplitHostPort(cfg.Listen); err == nil {
+	if _, p, err := net.SplitHostPort(cfg.Process.Listen); err == nil {
 		port = p
 	}
 	fmt.Fprintf(w, "webhookd demo: admin token for this run (set WEBHOOKD_ADMIN_TOKEN to choose one):\n\n"+
 		"    export T=%s\n    export WEBHOOKD_ADMIN_TOKEN=$T\n\nSign in at http://localhost:%s/admin/ with it; API clients send Authorization: Bearer $T;\n"+
 		"webhookd events, replay and destinations read $WEBHOOKD_ADMIN_TOKEN.\n\n",
-		cfg.AdminToken, port)
-	return nil
-}
-
-// ensureDatabase creates the database named in databaseURL when it does
-// not exist yet, by connecting to the server's "postgres" database.
-func ensureDatabase(ctx context.Context, databaseURL string, log *slog.Logger) error {
-	conn, err := pgx.Connect(ctx, databaseURL)
-	if err == nil {
-		return conn.Close(ctx)
-	}
-	if !isUndefinedDatabase(err) {
-		return fmt.Errorf("error connecting to postgres: %w", err)
-	}
-	cc, err := pgx.ParseConfig(databaseURL)
-	if err != nil {
-		return fmt.Errorf("error parsing database_url: %w", err)
-	}
-	name := cc.Database
-	cc.Database = "postgres"
-	admin, err := pgx.ConnectConfig(ctx, cc)
-	if err != nil {
-		return fmt.Errorf("error connecting to create database %q: %w", name, err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("error creating database %q: %w", name, err)
-	}
-	log.InfoContext(ctx, "created database", slog.String("database", name))
+		token, port)
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/webhookd/webhookd"
+	"github.com/webhookd/webhookd/config"
 	"github.com/webhookd/webhookd/migrations"
 )
 
@@ -37,7 +38,7 @@ func rootCommand() *cobra.Command {
 		SilenceErrors: true,
 		Version:       version(),
 	}
-	root.PersistentFlags().StringP("config", "f", "webhookd.yaml", "config file (YAML)")
+	root.PersistentFlags().StringP("config", "f", config.DefaultPath, "config file (YAML)")
 	root.AddCommand(
 		processCommand("serve", "Run the gateway and the worker in one process", webhookd.Roles{Gateway: true, Worker: true}),
 		processCommand("gateway", "Run only the gateway (receive, record, hand off)", webhookd.Roles{Gateway: true}),
@@ -55,19 +56,19 @@ func rootCommand() *cobra.Command {
 	return root
 }
 
-// configFrom loads the file -f names, or webhookd.yaml; when that default
-// is missing the error says how to name another.
 // version is what --version prints.
 func version() string {
 	b := webhookd.ReadBuildInfo()
 	return fmt.Sprintf("%s (revision %s, %s)", b.Version, cmp.Or(b.Revision, "unknown"), b.GoVersion)
 }
 
-func configFrom(cmd *cobra.Command) (*config, error) {
+// configFrom loads the file -f names, or webhookd.yaml; when that default
+// is missing the error says how to name another.
+func configFrom(cmd *cobra.Command) (*config.Config, error) {
 	path, _ := cmd.Flags().GetString("config")
-	cfg, err := loadConfig(path)
+	cfg, err := config.Load(path)
 	if errors.Is(err, fs.ErrNotExist) && !cmd.Flags().Changed("config") {
-		return nil, configNotFoundHint(path)
+		return nil, config.NotFoundHint(path)
 	}
 	return cfg, err
 }
@@ -97,7 +98,7 @@ func migrateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			version, err := migrations.Up(cmd.Context(), cfg.DatabaseURL)
+			version, err := migrations.Up(cmd.Context(), cfg.Process.DatabaseURL)
 			if err != nil {
 				return err
 			}

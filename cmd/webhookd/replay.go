@@ -1,12 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -73,36 +69,15 @@ $WEBHOOKD_ADMIN_TOKEN.`,
 			}
 			out := cmd.OutOrStdout()
 			if single {
-				body := map[string]any{"force": force, "destination": destination, "by": by, "reason": reason}
-				raw, code, err := c.call(cmd.Context(), http.MethodPost, eventPath(args[0], args[1])+"/replay", nil, body, http.StatusServiceUnavailable)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					if err := printJSON(out, raw); err != nil {
-						return err
-					}
-				} else if err := printReplay(out, raw); err != nil {
-					return err
-				}
-				if code == http.StatusServiceUnavailable {
-					return c.errorFor(code, raw)
-				}
-				return nil
+				req := map[string]any{"force": force, "destination": destination, "by": by, "reason": reason}
+				return c.Replay(cmd.Context(), out, args[0], args[1], req, asJSON)
 			}
-			body := map[string]any{"dry_run": dryRun, "force": force, "by": by, "reason": reason, "cursor": cursor, "limit": limit}
+			req := map[string]any{"dry_run": dryRun, "force": force, "by": by, "reason": reason, "cursor": cursor, "limit": limit}
 			for k, v := range filter.query() {
-				body[k] = v[0]
+				req[k] = v[0]
 			}
-			body["destination"] = destination
-			raw, _, err := c.call(cmd.Context(), http.MethodPost, "/admin/replay", nil, body)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(out, raw)
-			}
-			return printBulk(out, raw)
+			req["destination"] = destination
+			return c.BulkReplay(cmd.Context(), out, req, asJSON)
 		},
 	}
 	filter.add(cmd, "bulk: ")
@@ -134,60 +109,6 @@ func replayFlagsApply(cmd *cobra.Command, single bool, filterFlags []string) err
 	}
 	if fl.Changed("all-destinations") && !fl.Changed("force") {
 		return errors.New("--all-destinations applies only with --force (a replay without it already covers every destination that needs it)")
-	}
-	return nil
-}
-
-// printReplay prints what a replay by id did, per destination.
-func printReplay(w io.Writer, raw []byte) error {
-	var res jobs.ReplayResult
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return fmt.Errorf("webhookd's answer to the replay is not what this webhookd expects: %w", err)
-	}
-	for _, r := range res.Runs {
-		fmt.Fprintf(w, "%s\t%s\tgeneration %d\t%s", r.Destination, r.Key, r.Generation, r.Action)
-		if r.Result != nil {
-			fmt.Fprintf(w, "\tstored result %s", r.Result)
-		}
-		if r.Error != "" {
-			fmt.Fprintf(w, "\terror: %s", r.Error)
-		}
-		fmt.Fprintln(w)
-	}
-	return nil
-}
-
-// printBulk prints what a bulk replay did or, dry, would do.
-func printBulk(w io.Writer, raw []byte) error {
-	var res jobs.BulkResult
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return fmt.Errorf("webhookd's answer to the bulk replay is not what this webhookd expects: %w", err)
-	}
-	matched := strconv.FormatInt(res.Matched, 10) + " events match"
-	if res.Matched == 1 {
-		matched = "1 event matches"
-	}
-	if res.MatchedAtLeast {
-		matched = "at least " + matched
-	}
-	if res.DryRun {
-		fmt.Fprintf(w, "dry run: %s; this call would replay %d (limit %d):\n", matched, res.Selected, res.Limit)
-	} else {
-		fmt.Fprintf(w, "%s; replayed %d of them (limit %d): %d enqueued, %d failed\n",
-			matched, res.Selected, res.Limit, res.Enqueued, res.Failed)
-	}
-	for _, e := range res.Events {
-		line, _ := json.Marshal(e)
-		fmt.Fprintf(w, "  %s\n", line)
-	}
-	if res.Next != "" {
-		fmt.Fprintf(w, "more: add --cursor %s\n", res.Next)
-	}
-	if res.DryRun {
-		fmt.Fprintln(w, "nothing was replayed; run again with --dry-run=false to replay")
-	}
-	if res.Failed > 0 {
-		return fmt.Errorf("%d events could not be replayed", res.Failed)
 	}
 	return nil
 }

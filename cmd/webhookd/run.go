@@ -7,18 +7,15 @@ import (
 	"os"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/webhookd/webhookd"
+	"github.com/webhookd/webhookd/config"
 	"github.com/webhookd/webhookd/internal/tracing"
 )
 
 // newLogger builds the JSON logger every process uses (level is
 // validated by the config), and carries go-redis's lines into it.
-func newLogger(level string) *slog.Logger {
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(level))
-	log := webhookd.NewLogger(os.Stdout, l)
+func newLogger(level slog.Level) *slog.Logger {
+	log := webhookd.NewLogger(os.Stdout, level)
 	webhookd.RouteRedisLogs(log)
 	webhookd.RouteTracingLogs(log)
 	return log
@@ -26,14 +23,15 @@ func newLogger(level string) *slog.Logger {
 
 // serve runs a webhookd process with the parts r names until ctx ends or
 // its HTTP server fails, then stops it.
-func serve(ctx context.Context, cfg *config, r webhookd.Roles, log *slog.Logger) error {
-	pcfg, err := cfg.process(r)
-	if err != nil {
-		return err
+func serve(ctx context.Context, cfg *config.Config, r webhookd.Roles, log *slog.Logger) error {
+	pcfg := cfg.Process
+	pcfg.Roles = r
+	for _, w := range cfg.Warnings {
+		log.WarnContext(ctx, "unwise configuration", slog.String("where", w.Where), slog.String("key", w.Key), slog.String("problem", w.Msg))
 	}
 	tp, err := tracing.FromEnv(ctx)
 	if err != nil {
-		return &configError{where: "$OTEL_* (environment)", msg: err.Error()}
+		return &config.Error{Where: "$OTEL_* (environment)", Msg: err.Error()}
 	}
 	if tp != nil {
 		pcfg.TracerProvider = tp
@@ -49,7 +47,7 @@ func serve(ctx context.Context, cfg *config, r webhookd.Roles, log *slog.Logger)
 	}
 	p, err := webhookd.Start(ctx, pcfg, log)
 	if errors.Is(err, webhookd.ErrListen) {
-		return cfg.fieldError(err.Error(), "listen")
+		return cfg.LocateError("listen", err)
 	}
 	if err != nil {
 		return err
@@ -63,10 +61,4 @@ func serve(ctx context.Context, cfg *config, r webhookd.Roles, log *slog.Logger)
 		err = e
 	}
 	return err
-}
-
-// isUndefinedDatabase reports whether err says the database does not exist.
-func isUndefinedDatabase(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "3D000"
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/webhookd/webhookd/config"
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
 )
@@ -180,26 +181,22 @@ func TestSendSignsEveryScheme(t *testing.T) {
 			recv := newSendReceiver(t)
 			publicURL := recv.URL + "/webhooks/" + tc.name
 			verifyYAML := strings.ReplaceAll(tc.givenVerify, "{url}", publicURL)
-			config := fmt.Sprintf("sources:\n  - name: %s\n    verify:\n%s\n", tc.name, sendIndent(verifyYAML, "      "))
+			yamlText := fmt.Sprintf("sources:\n  - name: %s\n    verify:\n%s\n", tc.name, sendIndent(verifyYAML, "      "))
 			if tc.givenID != "" {
-				config += "    event_id: " + tc.givenID + "\n"
+				yamlText += "    event_id: " + tc.givenID + "\n"
 			}
-			config += "    destinations:\n      - name: app\n        url: http://127.0.0.1:9/app\n"
+			yamlText += "    destinations:\n      - name: app\n        url: http://127.0.0.1:9/app\n"
 			path := filepath.Join(t.TempDir(), "webhookd.yaml")
-			if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+			if err := os.WriteFile(path, []byte(yamlText), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			// The receiver checks as the gateway would, from the same config.
-			cfg, err := loadConfig(path)
+			cfg, err := config.Load(path)
 			if err != nil {
-				t.Fatalf("config:\n%s\n%v", config, err)
+				t.Fatalf("config:\n%s\n%v", yamlText, err)
 			}
-			if recv.verifier, err = verify.New(cfg.Sources[0].verifyConfig()); err != nil {
-				t.Fatal(err)
-			}
-			if recv.idSpec, err = eventid.Parse(cfg.Sources[0].eventIDSpec()); err != nil {
-				t.Fatal(err)
-			}
+			src := cfg.Process.Sources.Gateway[tc.name]
+			recv.verifier, recv.idSpec = src.Verifier, src.EventID
 
 			const id = "evt_send_1"
 			var out bytes.Buffer
@@ -279,12 +276,12 @@ func TestProvidersDocConfigs(t *testing.T) {
 	schemes := map[string]bool{}
 	for i, b := range blocks {
 		snippet, _, _ := strings.Cut(b, "```")
-		cfg, err := parseConfig(fmt.Sprintf("docs/providers.md snippet %d", i+1), []byte(snippet), lookup)
+		cfg, err := config.Parse(fmt.Sprintf("docs/providers.md snippet %d", i+1), []byte(snippet), lookup)
 		if err != nil {
 			t.Errorf("%v\n%s", err, snippet)
 			continue
 		}
-		for _, s := range cfg.Sources {
+		for _, s := range cfg.File.Sources {
 			schemes[s.Verify.Scheme] = true
 		}
 	}

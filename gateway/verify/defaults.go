@@ -23,11 +23,11 @@ type Defaults struct {
 // Response is an answer a sender expects to its deliveries.
 type Response struct {
 	// Status is the HTTP status (2xx).
-	Status int
+	Status int `yaml:"status"`
 	// ContentType is the answer's Content-Type; empty with no body.
-	ContentType string
+	ContentType string `yaml:"content_type"`
 	// Body is the answer's body.
-	Body string
+	Body string `yaml:"body"`
 }
 
 // schemeDefaults holds every scheme's Defaults; a scheme absent here has

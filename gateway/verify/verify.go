@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/webhookd/webhookd/internal/suggest"
 )
 
 // Scheme names accepted in Config.Scheme.
@@ -57,6 +59,10 @@ var Schemes = slices.Concat([]string{
 // Config.Tolerance is zero.
 const DefaultTolerance = 5 * time.Minute
 
+// MaxTolerance bounds Config.Tolerance: past it the timestamp check no
+// longer stops replays of a captured delivery.
+const MaxTolerance = 24 * time.Hour
+
 // Errors that Verify wraps. Each failed verification wraps exactly one of
 // them, so callers (the gateway's error handler) branch with errors.Is and
 // answer 401; the wrapping message names the header, never a secret or the
@@ -80,57 +86,58 @@ var (
 	ErrKeyUnavailable = errors.New("signing key unavailable")
 )
 
-// Config configures one source's verification. Fields mirror the YAML
-// `verify:` block of SPEC.md; error messages use the YAML key names.
+// Config configures one source's verification: the YAML `verify:` block
+// of SPEC.md, decoded by the configuration package; error messages use
+// the YAML key names.
 type Config struct {
 	// Scheme is one of Schemes. Required.
-	Scheme string
+	Scheme string `yaml:"scheme"`
 	// Secrets are the signing secrets; several while rotating, any may
 	// match. Sign uses the first. Required for every scheme but none.
 	// standard secrets have the form whsec_<base64>; discord and sendgrid
 	// take public keys (hex Ed25519, base64 DER P-256), adyen a hex key;
 	// all others are used as given (Twilio: the auth token).
-	Secrets []string
+	Secrets []string `yaml:"secrets"`
 	// Tolerance is how far a signed timestamp may be from now, both ways.
 	// Zero means the sender's own window where it documents one (paddle
 	// 5s, linear 1m), else DefaultTolerance (5m). Only used by schemes
 	// that sign a timestamp: stripe, standard, slack, zoom, discord,
 	// sendgrid, mailgun, paddle, linear, and hmac-sha256 with
 	// TimestampHeader.
-	Tolerance time.Duration
+	Tolerance time.Duration `yaml:"tolerance"`
 
 	// Header is the signature header for hmac and hmac-sha256 (default
 	// X-Webhook-Signature), and the token header for bigcommerce
 	// (default Authorization).
-	Header string
+	Header string `yaml:"header"`
 	// Encoding is "hex" (default), "base64" or "base64url" (unpadded),
 	// for hmac and hmac-sha256 only.
-	Encoding string
+	Encoding string `yaml:"encoding"`
 	// Prefix is put before the encoded signature, for hmac and
 	// hmac-sha256 only. nil means "sha256=" (hmac-sha256, or hmac with
 	// SHA-256 and no SignatureKey) or "sha1="/"sha512=" by Algorithm; a
 	// pointer to "" means no prefix.
-	Prefix *string
+	Prefix *string `yaml:"prefix"`
 	// Algorithm is the HMAC's hash for hmac: "sha1", "sha256" (default)
 	// or "sha512". hmac-sha256 is SHA-256.
-	Algorithm string
+	Algorithm string `yaml:"algorithm"`
 	// SignatureKey, for hmac only, makes Header a list of k=v pairs
 	// separated by "," or ";" ("t=1700000000,v1=…,v1=…"), whose
 	// SignatureKey values are signatures: any may match (senders list
 	// one per secret while rotating). Prefix is then unused.
-	SignatureKey string
+	SignatureKey string `yaml:"signature_key"`
 	// TimestampKey, for hmac with SignatureKey only, names the signed
 	// timestamp's key in that list ("t"), checked against Tolerance.
-	TimestampKey string
+	TimestampKey string `yaml:"timestamp_key"`
 	// TimestampHeader optionally names a header holding the signed
 	// timestamp, checked against Tolerance; hmac and hmac-sha256 only.
 	// The timestamp must be signed: SignedContent must contain
 	// "{timestamp}" (or "{timestamp_ms}").
-	TimestampHeader string
+	TimestampHeader string `yaml:"timestamp_header"`
 	// TimestampFormat is how that timestamp reads: "unix" (seconds, the
 	// default), "unix_ms" (what {timestamp_ms} implies) or "rfc3339";
 	// hmac only.
-	TimestampFormat string
+	TimestampFormat string `yaml:"timestamp_format"`
 	// SignedContent is a template for the signed bytes, hmac and
 	// hmac-sha256 only: "{body}", "{timestamp}" (the timestamp as
 	// received), "{timestamp_ms}" (likewise, in unix milliseconds),
@@ -139,39 +146,39 @@ type Config struct {
 	// to "{timestamp}.{body}" with a timestamp, else "{body}". It must
 	// contain "{body}" once; the timestamp is required with
 	// TimestampHeader or TimestampKey and refused without.
-	SignedContent string
+	SignedContent string `yaml:"signed_content"`
 
 	// PublicURL is the webhook URL as the sender sees it (scheme, host,
 	// port, path): required for twilio, square, hubspot, mailchimp,
 	// trello, contentful, and hmac with {url}.
-	PublicURL string
+	PublicURL string `yaml:"public_url"`
 
 	// SubscriptionConfirmation says what sns does with a verified
 	// SubscriptionConfirmation: "confirm" (default: it visits the
 	// SubscribeURL, whose host it checks like a certificate's) or "show"
 	// (it logs the URL for an operator to visit). sns only.
-	SubscriptionConfirmation string
+	SubscriptionConfirmation string `yaml:"subscription_confirmation"`
 
 	// SNS replaces where sns fetches signing certificates and confirms
 	// subscriptions from. Not a configuration key: nil (production)
 	// means HTTPS to sns.<region>.amazonaws.com only; tests point it at
 	// a local server with a test CA.
-	SNS *SNSTrust
+	SNS *SNSTrust `yaml:"-"`
 
 	// VerifyToken is the token Meta's subscribe handshake carries
 	// (hub.verify_token), for meta only, where it is required.
-	VerifyToken string
+	VerifyToken string `yaml:"verify_token"`
 
 	// SigningKey is the sender's private key, for Sign only, for the
 	// schemes whose secrets are public keys (discord: hex Ed25519 seed or
 	// private key; sendgrid: base64 DER P-256 key, SEC 1 or PKCS #8).
 	// Verify never uses it; it is no configuration key
 	// (webhookd send --signing-key).
-	SigningKey string
+	SigningKey string `yaml:"-"`
 
 	// AllowUnsigned must be true for scheme none, else New fails. It makes
 	// accepting unsigned webhooks an explicit decision.
-	AllowUnsigned bool
+	AllowUnsigned bool `yaml:"allow_unsigned"`
 }
 
 // WithDefaults returns a copy of c with defaults filled in: Tolerance 5m,
@@ -307,10 +314,39 @@ func Sign(cfg Config, body []byte, now time.Time, msgID string) (header http.Hea
 	return s.sign(body, now, msgID)
 }
 
+// Signer signs requests as a sender of its scheme would, with its keys
+// decoded and its HMAC states pooled once: build it at configuration time
+// and sign every call with it.
+type Signer interface {
+	// Sign returns the headers (and, for twilio, the raw query string)
+	// for body at time now, signed with the first secret, as Sign does.
+	Sign(body []byte, now time.Time, msgID string) (header http.Header, rawQuery string, err error)
+}
+
+// NewSigner validates cfg and returns its Signer. It returns the error of
+// Validate when cfg is invalid.
+func NewSigner(cfg Config) (Signer, error) {
+	s, err := build(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return signer{s}, nil
+}
+
+// signer adapts a scheme to Signer.
+type signer struct{ s scheme }
+
+func (s signer) Sign(body []byte, now time.Time, msgID string) (http.Header, string, error) {
+	return s.s.sign(body, now, msgID)
+}
+
 func build(cfg Config) (scheme, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.Tolerance < 0 {
 		return nil, errors.New("verify.tolerance: must not be negative")
+	}
+	if cfg.Tolerance > MaxTolerance {
+		return nil, fmt.Errorf("verify.tolerance: must be at most %s: a longer window lets a captured delivery be replayed for that long", MaxTolerance)
 	}
 	generic := cfg.Scheme == SchemeHMACSHA256 || cfg.Scheme == SchemeHMAC
 	if !generic {
@@ -361,7 +397,7 @@ func build(cfg Config) (scheme, error) {
 		return noneScheme{}, nil
 	default:
 		if !slices.Contains(Schemes, cfg.Scheme) {
-			return nil, fmt.Errorf("verify.scheme: unknown scheme %q (want one of %s)", cfg.Scheme, strings.Join(Schemes, ", "))
+			return nil, fmt.Errorf("verify.scheme: unknown scheme %q%s (want one of %s)", cfg.Scheme, suggest.DidYouMean(cfg.Scheme, Schemes), strings.Join(Schemes, ", "))
 		}
 	}
 	if len(cfg.Secrets) == 0 && cfg.Scheme != SchemeAsana {
@@ -372,6 +408,9 @@ func build(cfg Config) (scheme, error) {
 	for i, s := range cfg.Secrets {
 		if s == "" {
 			return nil, fmt.Errorf("verify.secrets[%d]: empty", i)
+		}
+		if strings.TrimSpace(s) != s {
+			return nil, fmt.Errorf("verify.secrets[%d]: starts or ends with white space (a copy-and-paste slip?)", i)
 		}
 	}
 	switch cfg.Scheme {

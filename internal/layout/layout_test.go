@@ -72,6 +72,7 @@ var rules = []rule{
 	},
 	{from: "gateway/...", deny: []string{"cmd/...", "."}, why: "gateway is below the assembly; nothing imports cmd"},
 	{from: "migrations/...", deny: []string{"..."}, why: "migrations imports none of our packages"},
+	{from: "config", deny: []string{"cmd/..."}, why: "the configuration is below the commands"},
 	{from: ".", deny: []string{"cmd/..."}, why: "the root package assembles a process; nothing imports cmd"},
 }
 
@@ -105,8 +106,8 @@ func TestDependencyDirection(t *testing.T) {
 			}
 		}
 		for _, imp := range imports {
-			if imp == module && !matches("cmd/...", path) {
-				t.Errorf("%s imports the root package %s: only cmd, the bench module (which starts a process as cmd does) and tests do", path, imp)
+			if imp == module && !matches("cmd/...", path) && !matches("config", path) {
+				t.Errorf("%s imports the root package %s: only cmd, config (which builds the process's configuration), the bench module (which starts a process as cmd does) and tests do", path, imp)
 			}
 			if matches(testkit, imp) {
 				t.Errorf("%s imports the test support package %s: production code never does", path, imp)

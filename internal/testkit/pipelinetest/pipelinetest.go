@@ -9,8 +9,10 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -39,8 +41,7 @@ type SourceSpec struct {
 	// Name is the :source path segment.
 	Name string
 	// Verify is the source's verification. A twilio or square source without
-	// PublicURL, and any with PublicURLHere, gets the test server's URL +
-	// /webhooks/<Name>.
+	// PublicURL gets the test server's URL + /webhooks/<Name>.
 	Verify verify.Config
 	// EventID is the event id spec; "" means the scheme's default.
 	EventID string
@@ -52,10 +53,9 @@ type SourceSpec struct {
 	// max_body_bytes.
 	Respond      *verify.Response
 	MaxBodyBytes int64
-	// Tune, when set, adjusts each destination before defaults are
-	// applied: its filter, and in ForwardHeaders its forward_headers
-	// (the scheme's are added after).
-	Tune func(d *jobs.Destination)
+	// Tune, when set, adjusts each destination's spec before it is built
+	// (its filter, forward_headers, signing_secret, …).
+	Tune func(d *jobs.DestinationSpec)
 }
 
 // Options adjust the pipeline.
@@ -136,19 +136,6 @@ func Start(t testing.TB, opts Options) *Pipeline {
 	if len(specs) == 0 {
 		specs = []SourceSpec{{Name: Source, Verify: defaultVerify, EventID: "json:id", Destinations: opts.Destinations}}
 	}
-	routes := jobs.Routes{}
-	for _, spec := range specs {
-		routes[spec.Name] = map[string]jobs.Destination{}
-		for name, url := range spec.Destinations {
-			d := jobs.Destination{Name: name, URL: url, Timeout: 5 * time.Second, MaxAttempts: opts.MaxAttempts}
-			if spec.Tune != nil {
-				spec.Tune(&d)
-			}
-			d.ForwardHeaders = jobs.ForwardedHeaders(spec.Verify.Scheme, d.ForwardHeaders)
-			routes[spec.Name][name] = d.WithDefaults()
-		}
-	}
-
 	// The address is chosen first, so a twilio source can be told the URL
 	// it is reached at.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -158,33 +145,34 @@ func Start(t testing.TB, opts Options) *Pipeline {
 	addr := l.Addr().String()
 	_ = l.Close()
 	baseURL := "http://" + addr
-	sources := make(map[string]gateway.Source, len(specs))
 	vcfgs := make(map[string]verify.Config, len(specs))
+	sourceSpecs := make([]webhookd.SourceSpec, 0, len(specs))
 	for _, spec := range specs {
 		vcfg := spec.Verify
 		if (vcfg.Scheme == verify.SchemeTwilio || vcfg.Scheme == verify.SchemeSquare) && vcfg.PublicURL == "" || vcfg.PublicURL == PublicURLHere {
 			vcfg.PublicURL = baseURL + "/webhooks/" + spec.Name
 		}
-		ss := gateway.SourceSpec{Verify: vcfg, EventID: spec.EventID, EventType: spec.EventType, Destinations: len(routes[spec.Name]),
-			Respond: spec.Respond, MaxBodyBytes: spec.MaxBodyBytes}
-		if opts.OrderEntity != "" {
-			ss.OrderEntity, ss.OrderVersion = opts.OrderEntity, opts.OrderVersion
-		}
-		src, err := gateway.NewSource(ss)
-		if err != nil {
-			t.Fatalf("source %s: %v", spec.Name, err)
-		}
-		src.Filters = routes.SourceFilters(spec.Name)
-		if spec.Tune != nil {
-			for name := range spec.Destinations {
-				d := jobs.Destination{Name: name}
-				spec.Tune(&d)
-				src.ForwardHeaders = append(src.ForwardHeaders, jobs.ForwardedHeaders("", d.ForwardHeaders)...)
-			}
-		}
-		sources[spec.Name] = src
 		vcfgs[spec.Name] = vcfg
+		ss := webhookd.SourceSpec{Name: spec.Name, SourceSpec: gateway.SourceSpec{Verify: vcfg, EventID: spec.EventID, EventType: spec.EventType,
+			Respond: spec.Respond, MaxBodyBytes: spec.MaxBodyBytes}}
+		if opts.OrderEntity != "" {
+			ss.Order = &gateway.OrderSpec{Entity: opts.OrderEntity, Version: opts.OrderVersion}
+		}
+		for _, name := range slices.Sorted(maps.Keys(spec.Destinations)) {
+			d := jobs.DestinationSpec{Name: name, URL: spec.Destinations[name], Timeout: 5 * time.Second, MaxAttempts: opts.MaxAttempts}
+			if spec.Tune != nil {
+				spec.Tune(&d)
+			}
+			ss.Destinations = append(ss.Destinations, d)
+		}
+		sourceSpecs = append(sourceSpecs, ss)
 	}
+	// Built as the configuration builds them: the one assembly of sources.
+	sources, err := webhookd.NewSources(sourceSpecs, webhookd.SourcesOptions{Lease: opts.Lease})
+	if err != nil {
+		t.Fatalf("sources: %v", err)
+	}
+	routes := sources.Routes
 
 	backoff := jobs.Backoff{Base: 100 * time.Millisecond, Max: time.Second}
 	proc, err := webhookd.Start(context.Background(), webhookd.Config{
@@ -196,7 +184,6 @@ func Start(t testing.TB, opts Options) *Pipeline {
 		Lease:        opts.Lease,
 		MaxBodyBytes: 64 << 10,
 		Sources:      sources,
-		Routes:       routes,
 		Worker:       webhookd.WorkerConfig{Concurrency: 16, Backoff: backoff, ShutdownTimeout: 5 * time.Second},
 		Recovery:     jobs.ReconcilerConfig{Interval: 200 * time.Millisecond, MinAge: opts.RecoveryMinAge},
 		Admin:        webhookd.AdminConfig{Tokens: opts.AdminTokens, ReadOnlyTokens: opts.AdminReadOnlyTokens},

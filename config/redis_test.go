@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"os"
@@ -64,14 +64,11 @@ func TestConfigRedisLocations(t *testing.T) {
 			for k, v := range tc.givenEnv {
 				e[k] = v
 			}
-			cfg, err := parseConfig("w.yaml", []byte(tc.givenYAML), env(e))
+			cfg, err := Parse("w.yaml", []byte(tc.givenYAML), env(e))
 			if err != nil {
 				t.Fatal(err)
 			}
-			pc, err := cfg.process(webhookd.Roles{Gateway: true})
-			if err != nil {
-				t.Fatal(err)
-			}
+			pc := cfg.Process
 			got := pc.Redis
 			if got.URL != tc.expectRedis.URL || (got.Sentinel == nil) != (tc.expectRedis.Sentinel == nil) || (got.Cluster == nil) != (tc.expectRedis.Cluster == nil) {
 				t.Fatalf("redis %+v, want %+v", got, tc.expectRedis)
@@ -159,7 +156,7 @@ func TestConfigRedisErrors(t *testing.T) {
 			for k, v := range tc.givenEnv {
 				e[k] = v
 			}
-			_, err := parseConfig("w.yaml", []byte(tc.givenYAML), env(e))
+			_, err := Parse("w.yaml", []byte(tc.givenYAML), env(e))
 			if err == nil {
 				t.Fatal("expected an error")
 			}
@@ -176,17 +173,17 @@ func TestConfigRedisErrors(t *testing.T) {
 // mounts parses, with compose's environment (REDIS_URL empty).
 func TestComposeSentinelConfigIsValid(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile("../../compose.webhookd-sentinel.yaml")
+	raw, err := os.ReadFile("../compose.webhookd-sentinel.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := parseConfig("compose.webhookd-sentinel.yaml", raw, env(map[string]string{
+	cfg, err := Parse("compose.webhookd-sentinel.yaml", raw, env(map[string]string{
 		"REDIS_URL": "", "STRIPE_WEBHOOK_SECRET": "whsec_demo", "DEMO_DESTINATION_URL": "http://sink:9000/hooks/demo",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := cfg.redis(); r.Sentinel == nil || r.Sentinel.Master != "webhookd" || len(r.Sentinel.Addrs) != 3 {
+	if r := cfg.Process.Redis; r.Sentinel == nil || r.Sentinel.Master != "webhookd" || len(r.Sentinel.Addrs) != 3 {
 		t.Fatalf("redis %+v, want the sentinels", r)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"maps"
@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/webhookd/webhookd"
 )
 
 const validConfig = `
@@ -58,34 +56,31 @@ func env(m map[string]string) func(string) (string, bool) {
 
 func TestParseConfig(t *testing.T) {
 	t.Parallel()
-	cfg, err := parseConfig("w.yaml", []byte(validConfig), env(map[string]string{
+	cfg, err := Parse("w.yaml", []byte(validConfig), env(map[string]string{
 		"TOKEN": "admin-token-0123456789", "STRIPE_SECRET": "whsec_new", "SIGNING": signingSecret,
 		"DATABASE_URL": "postgres://postgres@db:5432/prod",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.AdminToken != "admin-token-0123456789" || cfg.Sources[0].Verify.Secrets[0] != "whsec_new" {
-		t.Errorf("${VAR} not expanded: token %q, secret %q", cfg.AdminToken, cfg.Sources[0].Verify.Secrets[0])
+	if cfg.File.AdminToken != "admin-token-0123456789" || cfg.File.Sources[0].Verify.Secrets[0] != "whsec_new" {
+		t.Errorf("${VAR} not expanded: token %q, secret %q", cfg.File.AdminToken, cfg.File.Sources[0].Verify.Secrets[0])
 	}
-	if cfg.DatabaseURL != "postgres://postgres@db:5432/prod" {
-		t.Errorf("DATABASE_URL did not override the file: %s", cfg.DatabaseURL)
+	if cfg.Process.DatabaseURL != "postgres://postgres@db:5432/prod" {
+		t.Errorf("DATABASE_URL did not override the file: %s", cfg.Process.DatabaseURL)
 	}
-	if cfg.Lease.std() != time.Minute || cfg.Worker.RecoveryInterval.std() != 2*time.Second || cfg.Worker.RecoveryMinAge.std() != 2*time.Second {
-		t.Errorf("lease %s, recovery interval %s, min age %s; want 1m, 2s and 2s",
-			cfg.Lease.std(), cfg.Worker.RecoveryInterval.std(), cfg.Worker.RecoveryMinAge.std())
+	if cfg.Process.Lease != time.Minute || cfg.Process.Recovery.Interval != 2*time.Second || cfg.Process.Retention != 48*time.Hour {
+		t.Errorf("lease %s, recovery interval %s, retention %s; want 1m, 2s and 48h",
+			cfg.Process.Lease, cfg.Process.Recovery.Interval, cfg.Process.Retention)
 	}
-	routes := cfg.routes()
-	if d := routes["stripe"]["billing"]; d.MaxAttempts != 3 || d.Timeout != 10*time.Second || d.SigningSecret != signingSecret {
+	routes := cfg.Process.Sources.Routes
+	if d := routes["stripe"]["billing"]; d.MaxAttempts != 3 || d.Timeout != 10*time.Second || d.Signer == nil {
 		t.Errorf("billing destination: %+v", d)
 	}
-	if d := routes["gh"]["ci"]; d.MaxAttempts != 20 || d.Timeout != 10*time.Second {
+	if d := routes["gh"]["ci"]; d.MaxAttempts != 20 || d.Timeout != 10*time.Second || d.Signer != nil {
 		t.Errorf("defaults not applied: %+v", d)
 	}
-	sources, err := cfg.gatewaySources()
-	if err != nil {
-		t.Fatal(err)
-	}
+	sources := cfg.Process.Sources.Gateway
 	if sources["stripe"].OrderEntity == nil || sources["gh"].OrderEntity != nil {
 		t.Errorf("order extractors: %+v", sources)
 	}
@@ -109,7 +104,7 @@ func TestParseConfigExpandsValuesWhole(t *testing.T) {
 		`s3c'r"3t`,   // quotes inside
 		`s3c #r3t: "q" 'p' {x} [y] & *z`,
 	} {
-		cfg, err := parseConfig("w.yaml", []byte(yaml), env(map[string]string{
+		cfg, err := Parse("w.yaml", []byte(yaml), env(map[string]string{
 			"TOKEN": secret + " (long enough for a token)", "STRIPE_SECRET": secret, "SIGNING": signingSecret, "SECRET": secret,
 			"LEASE": "90s", "MAX": "2048",
 		}))
@@ -118,22 +113,22 @@ func TestParseConfigExpandsValuesWhole(t *testing.T) {
 			continue
 		}
 		for name, got := range map[string]string{
-			"admin_token (plain)":                   strings.TrimSuffix(cfg.AdminToken, " (long enough for a token)"),
-			"stripe secrets[0] (double-quoted)":     cfg.Sources[0].Verify.Secrets[0],
-			"gh secrets[0] (plain, block sequence)": cfg.Sources[1].Verify.Secrets[0],
-			"gh secrets[1] (single-quoted)":         cfg.Sources[1].Verify.Secrets[1],
+			"admin_token (plain)":                   strings.TrimSuffix(cfg.File.AdminToken, " (long enough for a token)"),
+			"stripe secrets[0] (double-quoted)":     cfg.File.Sources[0].Verify.Secrets[0],
+			"gh secrets[0] (plain, block sequence)": cfg.File.Sources[1].Verify.Secrets[0],
+			"gh secrets[1] (single-quoted)":         cfg.File.Sources[1].Verify.Secrets[1],
 		} {
 			if got != secret {
 				t.Errorf("%s = %q, want %q", name, got, secret)
 			}
 		}
-		if cfg.Lease.std() != 90*time.Second || cfg.MaxBodyBytes != 2048 {
-			t.Errorf("lease %s, max_body_bytes %d; want 90s and 2048 from the environment", cfg.Lease.std(), cfg.MaxBodyBytes)
+		if cfg.Process.Lease != 90*time.Second || cfg.Process.MaxBodyBytes != 2048 {
+			t.Errorf("lease %s, max_body_bytes %d; want 90s and 2048 from the environment", cfg.Process.Lease, cfg.Process.MaxBodyBytes)
 		}
 	}
 
 	// Still refused: a value with a line break.
-	if _, err := parseConfig("w.yaml", []byte(validConfig), env(map[string]string{"TOKEN": "a\nlisten: x"})); err == nil ||
+	if _, err := Parse("w.yaml", []byte(validConfig), env(map[string]string{"TOKEN": "a\nlisten: x"})); err == nil ||
 		!strings.Contains(err.Error(), "${TOKEN} holds a line break") {
 		t.Errorf("a value with a line break: %v", err)
 	}
@@ -346,6 +341,46 @@ func TestParseConfigErrors(t *testing.T) {
 			expectText: []string{"sources[0].destinations[0].circuit.failure: unknown key"},
 		},
 		{
+			name:       "a body limit that would overflow",
+			givenYAML:  strings.Replace(validConfig, "lease: 1m", "lease: 1m\nmax_body_bytes: 9223372036854775807", 1),
+			expectText: []string{"max_body_bytes", "between 1 and"},
+		},
+		{
+			name:       "a recovery pass every nanosecond",
+			givenYAML:  strings.Replace(validConfig, "lease: 1m", "lease: 1m\nworker:\n  recovery_interval: 1ns", 1),
+			expectText: []string{"worker.recovery_interval", "at least 100ms"},
+		},
+		{
+			name:       "a lease of weeks",
+			givenYAML:  strings.Replace(validConfig, "lease: 1m", "lease: 1000h", 1),
+			expectText: []string{"lease", "between 1s and 24h"},
+		},
+		{
+			name:       "a replay window of a century",
+			givenYAML:  strings.Replace(validConfig, "tolerance: 5m", "tolerance: 876000h", 1),
+			expectText: []string{"sources[0].verify.tolerance", "at most 24h"},
+		},
+		{
+			name:       "a secret with white space around it",
+			givenYAML:  strings.Replace(validConfig, `secrets: ["s3cr3t"]`, `secrets: [" s3cr3t "]`, 1),
+			expectText: []string{"sources[1].verify.secrets[0]", "white space"},
+		},
+		{
+			name:       "absurd destination limits",
+			givenYAML:  strings.Replace(validConfig, "        max_attempts: 3\n", "        max_attempts: 100000\n        concurrency: 10000000\n", 1),
+			expectText: []string{"sources[0].destinations[0].max_attempts: must be at most 1000", "sources[0].destinations[0].concurrency: must be at most 100000"},
+		},
+		{
+			name:       "a destination that is webhookd itself",
+			givenYAML:  strings.Replace(validConfig, "https://ci.example.com/hook", "http://localhost:9999/admin/replay", 1),
+			expectText: []string{"sources[1].destinations[0].url", "webhookd's own listen address"},
+		},
+		{
+			name:       "a destination at the cloud's metadata address",
+			givenYAML:  strings.Replace(validConfig, "https://ci.example.com/hook", "http://169.254.169.254/latest/meta-data/", 1),
+			expectText: []string{"sources[1].destinations[0].url", "link-local", "allow_link_local_destinations"},
+		},
+		{
 			name:       "bad redis url",
 			givenYAML:  strings.Replace(validConfig, "redis://127.0.0.1:6379/0", "http://nope", 1),
 			expectText: []string{"redis_url"},
@@ -354,7 +389,7 @@ func TestParseConfigErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := parseConfig("w.yaml", []byte(tc.givenYAML), env(map[string]string{"STRIPE_SECRET": "whsec_topsecret"}))
+			_, err := Parse("w.yaml", []byte(tc.givenYAML), env(map[string]string{"STRIPE_SECRET": "whsec_topsecret"}))
 			if err == nil {
 				t.Fatal("expected an error")
 			}
@@ -380,7 +415,7 @@ func TestParseConfigOrderHeaders(t *testing.T) {
 		"unsigned header, opted in": strings.Replace(validConfig, "      secrets: [\"s3cr3t\"]\n",
 			"      secrets: [\"s3cr3t\"]\n    order:\n      entity: json:repository.id\n      version: header:X-Version\n      allow_unsigned_header: true\n", 1),
 	} {
-		if _, err := parseConfig("w.yaml", []byte(yaml), env(nil)); err != nil {
+		if _, err := Parse("w.yaml", []byte(yaml), env(nil)); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -405,14 +440,11 @@ func TestDuplicateContentWindowDefaults(t *testing.T) {
     destinations: [{name: app, url: "http://127.0.0.1:9000/shop"}]
   - name: gh
 `, 1)
-	cfg, err := parseConfig("w.yaml", []byte(yaml), env(nil))
+	cfg, err := Parse("w.yaml", []byte(yaml), env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sources, err := cfg.gatewaySources()
-	if err != nil {
-		t.Fatal(err)
-	}
+	sources := cfg.Process.Sources.Gateway
 	for name, want := range map[string]time.Duration{"sms": 48 * time.Hour, "sms_off": 0, "shop": 24 * time.Hour, "gh": 0, "stripe": 0} {
 		if got := sources[name].ContentWindow; got != want {
 			t.Errorf("%s: window %s, want %s", name, got, want)
@@ -422,7 +454,7 @@ func TestDuplicateContentWindowDefaults(t *testing.T) {
 
 func TestExampleConfigIsValid(t *testing.T) {
 	t.Parallel()
-	if _, err := loadConfig("../../webhookd.example.yaml"); err != nil {
+	if _, err := Load("../webhookd.example.yaml"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -433,11 +465,11 @@ func TestDestinationSteeringKeys(t *testing.T) {
 	t.Parallel()
 	yaml := strings.Replace(validConfig, "        max_attempts: 3\n",
 		"        max_attempts: 3\n        rate_limit: 600/m\n        concurrency: 8\n        circuit: {failures: 0}\n", 1)
-	cfg, err := parseConfig("w.yaml", []byte(yaml), env(map[string]string{"STRIPE_SECRET": "whsec_x", "SIGNING": signingSecret}))
+	cfg, err := Parse("w.yaml", []byte(yaml), env(map[string]string{"STRIPE_SECRET": "whsec_x", "SIGNING": signingSecret}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	routes := cfg.routes()
+	routes := cfg.Process.Sources.Routes
 	d := routes["stripe"]["billing"]
 	if d.Rate == nil || d.Rate.Rate != 600 || d.Rate.Period != time.Minute || d.Rate.Burst != 10 {
 		t.Errorf("rate %+v, want 600 a minute with a burst of a second's worth (10)", d.Rate)
@@ -508,7 +540,7 @@ func TestConfigErrorsSayWhere(t *testing.T) {
 					return v, ok
 				}
 			}
-			_, err := parseConfig("w.yaml", []byte(tc.givenYAML), lookup)
+			_, err := Parse("w.yaml", []byte(tc.givenYAML), lookup)
 			if err == nil {
 				t.Fatal("expected an error")
 			}
@@ -528,11 +560,11 @@ func TestConfigErrorsSayWhere(t *testing.T) {
 	// ${VAR:-default}: the default when unset or empty, the value when set.
 	yaml := strings.Replace(validConfig, "admin_token: ${TOKEN}", "admin_token: ${TOKEN:-fallback-token-0123456789}", 1)
 	for given, want := range map[string]string{"": "fallback-token-0123456789", "set-token-0123456789": "set-token-0123456789"} {
-		cfg, err := parseConfig("w.yaml", []byte(yaml), env(map[string]string{"TOKEN": given}))
+		cfg, err := Parse("w.yaml", []byte(yaml), env(map[string]string{"TOKEN": given}))
 		if err != nil {
 			t.Errorf("TOKEN=%q: %v", given, err)
-		} else if cfg.AdminToken != want {
-			t.Errorf("TOKEN=%q: admin_token %q, want %q", given, cfg.AdminToken, want)
+		} else if cfg.File.AdminToken != want {
+			t.Errorf("TOKEN=%q: admin_token %q, want %q", given, cfg.File.AdminToken, want)
 		}
 	}
 }
@@ -577,7 +609,7 @@ func TestParseConfigAdminAccess(t *testing.T) {
 			expectText: []string{"w.yaml:5", "admin_token", "shorter than 16"}},
 		{name: "short token from the environment", givenYAML: withAdmin(""), givenEnv: map[string]string{"WEBHOOKD_ADMIN_TOKEN": "short-token"},
 			expectText: []string{"WEBHOOKD_ADMIN_TOKEN", "shorter than 16"}},
-		{name: "empty list entry", givenYAML: withAdmin("admin:\n  tokens: [" + tokA + ", \"${UNSET}\"]\n"),
+		{name: "empty list entry", givenYAML: withAdmin("admin:\n  tokens: [" + tokA + ", \"${UNSET:-}\"]\n"),
 			expectText: []string{"admin.tokens[1]", "empty"}},
 		{name: "white space around", givenYAML: withAdmin("admin:\n  read_only_tokens: [\" " + tokR + "\"]\n"),
 			expectText: []string{"admin.read_only_tokens[0]", "white space"}},
@@ -599,7 +631,7 @@ func TestParseConfigAdminAccess(t *testing.T) {
 			for k, v := range tc.givenEnv {
 				e[k] = v
 			}
-			cfg, err := parseConfig("w.yaml", []byte(tc.givenYAML), env(e))
+			cfg, err := Parse("w.yaml", []byte(tc.givenYAML), env(e))
 			if len(tc.expectText) > 0 {
 				if err == nil {
 					t.Fatal("expected an error")
@@ -619,10 +651,7 @@ func TestParseConfigAdminAccess(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pc, err := cfg.process(webhookd.Roles{Gateway: true})
-			if err != nil {
-				t.Fatal(err)
-			}
+			pc := cfg.Process
 			if !slices.Equal(pc.Admin.Tokens, tc.expectFull) || !slices.Equal(pc.Admin.ReadOnlyTokens, tc.expectRO) ||
 				pc.Admin.UnsafeTokenlessLoopback != tc.expectMode {
 				t.Errorf("admin config %+v, want full %v, read-only %v, unsafe %v", pc.Admin, tc.expectFull, tc.expectRO, tc.expectMode)
@@ -638,22 +667,107 @@ func TestEventTypeFilterAndForwardKeys(t *testing.T) {
 	yaml := strings.Replace(validConfig, "url: https://ci.example.com/hook",
 		"url: https://ci.example.com/hook\n        filter: [\"pull_request\", \"check_*\"]\n        forward_headers: [X-Request-Id]", 1)
 	yaml = strings.Replace(yaml, "    destinations:\n      - name: ci", "    event_type: json:action\n    destinations:\n      - name: ci", 1)
-	cfg, err := parseConfig("w.yaml", []byte(yaml), env(nil))
+	cfg, err := Parse("w.yaml", []byte(yaml), env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ci := cfg.routes()["gh"]["ci"]
+	ci := cfg.Process.Sources.Routes["gh"]["ci"]
 	if !ci.Filter.Wants("check_run") || ci.Filter.Wants("push") || ci.Filter.Wants("") {
 		t.Errorf("filter %v: wants check_run, not push nor an untyped event", ci.Filter)
 	}
 	if !slices.Contains(ci.ForwardHeaders, "X-Request-Id") || !slices.Contains(ci.ForwardHeaders, "X-Github-Event") {
 		t.Errorf("forwarded headers %v: want the scheme's and X-Request-Id", ci.ForwardHeaders)
 	}
-	srcs, err := cfg.gatewaySources()
+	gh := cfg.Process.Sources.Gateway["gh"]
+	if gh.EventType == nil || gh.EventType.String() != "json:action" {
+		t.Errorf("gh source: event type %v, want json:action", gh.EventType)
+	}
+	if got := gh.PlanFunc("push"); len(got) != 0 {
+		t.Errorf("gh's plan for a push: %v, want none (ci filters it out)", got)
+	}
+	if got := gh.PlanFunc("check_suite"); !slices.Equal(got, []string{"ci"}) {
+		t.Errorf("gh's plan for a check_suite: %v, want [ci]", got)
+	}
+}
+
+// TestEveryProblemOfAFileAtOnce: one run reports an unknown key (with the
+// key it probably meant), a value that is no duration, an unknown scheme
+// (with the scheme it probably meant), a bad URL and a reference to a
+// secret that is not set, each once, at its own line, in file order, and
+// never a key's path twice.
+func TestEveryProblemOfAFileAtOnce(t *testing.T) {
+	t.Parallel()
+	yaml := strings.NewReplacer(
+		"lease: 1m", "lease: soon",
+		"retention: 48h", "retension: 48h",
+		"scheme: github", "scheme: githib",
+		"https://ci.example.com/hook", "ci.example.com/hook",
+		"timeout: 10s", "timeot: 10s",
+	).Replace(validConfig)
+	_, err := Parse("w.yaml", []byte(yaml), env(map[string]string{}))
+	if err == nil {
+		t.Fatal("expected errors")
+	}
+	want := []string{
+		"w.yaml:6: retension: unknown key (did you mean retention?)",
+		`w.yaml:7: lease: "soon" is not a duration`,
+		"w.yaml:20: sources[0].destinations[0].timeot: unknown key (did you mean timeout?)",
+		`w.yaml:25: sources[1].verify.scheme: unknown scheme "githib"`,
+		"(did you mean github?)",
+		"w.yaml:29: sources[1].destinations[0].url: must be an absolute http(s) URL",
+	}
+	got := err.Error()
+	last := -1
+	for _, w := range want {
+		i := strings.Index(got, w)
+		if i < 0 {
+			t.Errorf("errors do not say %q:\n%s", w, got)
+			continue
+		}
+		if i < last {
+			t.Errorf("%q is out of the file's order:\n%s", w, got)
+		}
+		last = i
+	}
+	lines := strings.Split(got, "\n")
+	if len(lines) != 5 {
+		t.Errorf("%d problems reported, want 5:\n%s", len(lines), got)
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "verify: verify.") || strings.Count(l, "sources[") > 1 {
+			t.Errorf("a key's path is written twice: %q", l)
+		}
+	}
+}
+
+// TestLinkLocalDestinationsOptIn: a metadata address is accepted once the
+// operator opts in; an unwise value (a short secret, a long tolerance)
+// loads, with a located warning.
+func TestLinkLocalDestinationsOptInAndWarnings(t *testing.T) {
+	t.Parallel()
+	yaml := strings.Replace(validConfig, "https://ci.example.com/hook", "http://169.254.169.254/latest/meta-data/", 1)
+	yaml = strings.Replace(yaml, "lease: 1m", "lease: 1m\nallow_link_local_destinations: true", 1)
+	yaml = strings.Replace(yaml, "tolerance: 5m", "tolerance: 1h", 1)
+	cfg, err := Parse("w.yaml", []byte(yaml), env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gh := srcs["gh"]; gh.EventType == nil || gh.EventType.String() != "json:action" || len(gh.Filters) != 1 {
-		t.Errorf("gh source: event type %v, %d filters; want json:action and 1", gh.EventType, len(gh.Filters))
+	var got []string
+	for _, w := range cfg.Warnings {
+		got = append(got, w.Error())
+	}
+	want := []string{
+		"w.yaml:14: sources[0].verify.tolerance: 1h0m0s lets a captured delivery be replayed for that long",
+		"w.yaml:13: sources[0].verify.secrets[0]: shorter than 16 bytes", // whsec_x
+		"w.yaml:13: sources[0].verify.secrets[1]: shorter than 16 bytes", // whsec_old
+		"w.yaml:27: sources[1].verify.secrets[0]: shorter than 16 bytes", // s3cr3t
+	}
+	if len(got) != len(want) {
+		t.Fatalf("warnings %q, want %d", got, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w) {
+			t.Errorf("warning %q, want it to start %q", got[i], w)
+		}
 	}
 }

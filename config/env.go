@@ -1,10 +1,11 @@
-package main
+package config
 
 // The environment's part of a config: ${VAR} expansion in values and the
 // variables that override a key.
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -14,13 +15,16 @@ import (
 // file (SPEC).
 var envOverrides = []struct {
 	env, key string
-	field    func(*config) *string
+	field    func(*File) *string
 }{
-	{"DATABASE_URL", "database_url", func(c *config) *string { return &c.DatabaseURL }},
-	{"REDIS_URL", "redis_url", func(c *config) *string { return &c.RedisURL }},
-	{"WEBHOOKD_LISTEN", "listen", func(c *config) *string { return &c.Listen }},
-	{"WEBHOOKD_ADMIN_TOKEN", "admin_token", func(c *config) *string { return &c.AdminToken }},
+	{"DATABASE_URL", "database_url", func(f *File) *string { return &f.DatabaseURL }},
+	{"REDIS_URL", "redis_url", func(f *File) *string { return &f.URL }},
+	{"WEBHOOKD_LISTEN", "listen", func(f *File) *string { return &f.Listen }},
+	{"WEBHOOKD_ADMIN_TOKEN", "admin_token", func(f *File) *string { return &f.AdminToken }},
 }
+
+// varRE is a ${VAR} or ${VAR:-default} in a value.
+var varRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
 
 // expandVars replaces ${VAR} in the scalar values of the parsed document
 // (not in keys or comments) with the variable's value from lookup, and
@@ -46,7 +50,7 @@ func expandVars(file string, n *yaml.Node, path []any, lookup func(string) (stri
 			case hasDefault && v == "":
 				v = def
 			case !ok:
-				errs = append(errs, at(file, n.Line, keyPath(path...), fmt.Sprintf("${%s} is not set in the environment (write ${%s:-} to allow it empty)", name, name)))
+				errs = append(errs, at(file, n.Line, keyPath(path...), fmt.Sprintf("${%s} is not set in the environment: set it, or write ${%s:-<default>} for a value to use without it", name, name)))
 			}
 			if strings.ContainsAny(v, "\r\n") {
 				errs = append(errs, at(file, n.Line, keyPath(path...), fmt.Sprintf("${%s} holds a line break; not allowed in the config", name)))

@@ -1,0 +1,263 @@
+package jobs
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/webhookd/webhookd/gateway/verify"
+	"github.com/webhookd/webhookd/internal/field"
+	"github.com/webhookd/webhookd/internal/glob"
+)
+
+// Defaults of a destination's spec, applied by NewDestination where the
+// spec leaves a field zero.
+const (
+	// DefaultTimeout bounds one call.
+	DefaultTimeout = 10 * time.Second
+	// DefaultMaxAttempts is how many failed tries make a run dead.
+	DefaultMaxAttempts = 20
+	// DefaultCircuitFailures is how many failed calls in a row open the
+	// circuit (SPEC).
+	DefaultCircuitFailures = 20
+	// DefaultCircuitCooldown is how long an open circuit stays open after
+	// its last failure (SPEC).
+	DefaultCircuitCooldown = time.Minute
+)
+
+// DestinationSpec is a destination as configured (the YAML keys of a
+// source's `destinations:` list). NewDestination checks and builds it.
+type DestinationSpec struct {
+	// Name is unique within its source, [a-z0-9_-]+. Required.
+	Name string `yaml:"name"`
+	// URL receives POST requests: an absolute http(s) URL. Required.
+	URL string `yaml:"url"`
+	// Timeout bounds one call; shorter than the lease. Defaults to
+	// DefaultTimeout.
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxAttempts is how many failed tries make the run dead. Defaults to
+	// DefaultMaxAttempts.
+	MaxAttempts int `yaml:"max_attempts"`
+	// SigningSecret, when set, signs forwarded calls with Standard
+	// Webhooks headers: a whsec_<base64> secret.
+	SigningSecret string `yaml:"signing_secret"`
+	// RateLimit is "N/s" or "N/m": at most N calls per second or minute,
+	// all workers together. Empty means no limit.
+	RateLimit string `yaml:"rate_limit"`
+	// Concurrency caps the calls in flight, all workers together; 0 means
+	// no cap.
+	Concurrency int `yaml:"concurrency"`
+	// Circuit tunes the circuit breaker; nil keeps its defaults.
+	Circuit *CircuitSpec `yaml:"circuit"`
+	// Filter lists the event types (globs) the destination wants; nil
+	// wants every event, an empty list is an error.
+	Filter []string `yaml:"filter"`
+	// ForwardHeaders are request headers forwarded besides the scheme's.
+	ForwardHeaders []string `yaml:"forward_headers"`
+}
+
+// CircuitSpec is a destination's circuit breaker as configured.
+type CircuitSpec struct {
+	// Failures opens the circuit after this many failed calls in a row;
+	// 0 turns it off. nil means DefaultCircuitFailures.
+	Failures *int `yaml:"failures"`
+	// Cooldown is how long it stays open after the last failure. Defaults
+	// to DefaultCircuitCooldown.
+	Cooldown time.Duration `yaml:"cooldown"`
+}
+
+// DestinationOptions is what NewDestination needs to know of the rest of
+// the configuration.
+type DestinationOptions struct {
+	// Scheme is the source's verify scheme (its forwarded headers).
+	Scheme string
+	// Lease is the process's lease: a call must end within it.
+	Lease time.Duration
+	// SourceHasEventType says the source extracts an event type, without
+	// which a filter would filter out every event.
+	SourceHasEventType bool
+	// Listen is the process's listen address: no destination may call it.
+	Listen string
+	// AllowLinkLocal lets a URL name a link-local or metadata address.
+	AllowLinkLocal bool
+}
+
+// Destination is where an event's work goes: a DestinationSpec checked,
+// with its defaults applied and what each call needs built once.
+type Destination struct {
+	// Name is unique within its source.
+	Name string
+	// URL receives POST requests.
+	URL string
+	// Timeout bounds one call.
+	Timeout time.Duration
+	// MaxAttempts is how many failed tries make the run dead.
+	MaxAttempts int
+	// Concurrency caps the calls in flight, all workers together; 0 means
+	// no cap.
+	Concurrency int
+	// Rate caps the calls per period, all workers together, with a burst
+	// of at most one second's worth; nil means no cap.
+	Rate *redis_rate.Limit
+	// Circuit stops calling the destination after a run of failed calls.
+	Circuit Circuit
+	// ForwardHeaders are the canonical names of the sender's headers the
+	// destination gets as they came, from those stored with the event:
+	// the scheme's (verify.Defaults.ForwardedHeaders) and the
+	// configuration's forward_headers. A name the call sets itself
+	// (ReservedHeader) is never taken from the sender.
+	ForwardHeaders []string
+	// Filter, when set, lists the event types the destination wants: an
+	// event whose type matches none of them (or that has no type) makes
+	// no run for it. nil wants every event.
+	Filter glob.Filter
+	// Signer, when set, signs forwarded calls with Standard Webhooks
+	// headers (webhook-id is the key), built once from signing_secret.
+	Signer verify.Signer
+}
+
+// Circuit is a destination's circuit breaker (SPEC): after Failures
+// failed calls in a row (the outcomes that spend an attempt: 5xx, 408,
+// 3xx, timeout, connection error) it is open for Cooldown from the last
+// of them, then one call probes it, and a 2xx closes it.
+type Circuit struct {
+	// Failures opens the circuit; 0 when Disabled.
+	Failures int
+	// Cooldown is how long it stays open after the last failure.
+	Cooldown time.Duration
+	// Disabled turns the circuit off (the configuration's failures: 0).
+	Disabled bool
+}
+
+// Bounds past which a destination's value is a mistake, not a choice.
+const (
+	maxMaxAttempts = 1000
+	maxConcurrency = 100_000
+)
+
+// nameRE is what source and destination names look like: they are parts
+// of keys, URLs and metric labels.
+var nameRE = regexp.MustCompile(`^[a-z0-9_-]+$`)
+
+// CheckName returns an error unless name is a valid source or destination
+// name, [a-z0-9_-]+.
+func CheckName(name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("%q must match [a-z0-9_-]+", name)
+	}
+	return nil
+}
+
+// NewDestination checks spec and builds its Destination, defaults
+// applied. Every problem is reported, joined, as a *field.Error whose
+// path is the spec's key ("url", "circuit.failures").
+func NewDestination(spec DestinationSpec, opts DestinationOptions) (Destination, error) {
+	d := Destination{
+		Name: spec.Name, URL: spec.URL, Timeout: spec.Timeout, MaxAttempts: spec.MaxAttempts, Concurrency: spec.Concurrency,
+		ForwardHeaders: ForwardedHeaders(opts.Scheme, spec.ForwardHeaders),
+		Circuit:        Circuit{Failures: DefaultCircuitFailures, Cooldown: DefaultCircuitCooldown},
+	}
+	var errs []error
+	add := func(path, format string, args ...any) { errs = append(errs, field.Errorf(path, format, args...)) }
+	if err := CheckName(spec.Name); err != nil {
+		add("name", "%s", err)
+	}
+	if u, err := url.Parse(spec.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		add("url", "must be an absolute http(s) URL")
+	} else if err := checkDestinationURL(u, opts.Listen, opts.AllowLinkLocal); err != nil {
+		add("url", "%s", err)
+	}
+	switch {
+	case spec.Timeout < 0:
+		add("timeout", "must not be negative")
+	case spec.Timeout == 0:
+		d.Timeout = DefaultTimeout
+	}
+	if opts.Lease > 0 && d.Timeout >= opts.Lease {
+		add("timeout", "must be shorter than lease")
+	}
+	switch {
+	case spec.MaxAttempts < 0:
+		add("max_attempts", "must be positive")
+	case spec.MaxAttempts > maxMaxAttempts:
+		add("max_attempts", "must be at most %d", maxMaxAttempts)
+	case spec.MaxAttempts == 0:
+		d.MaxAttempts = DefaultMaxAttempts
+	}
+	switch {
+	case spec.Concurrency < 0:
+		add("concurrency", "must not be negative")
+	case spec.Concurrency > maxConcurrency:
+		add("concurrency", "must be at most %d", maxConcurrency)
+	}
+	if spec.RateLimit != "" {
+		rate, err := parseRate(spec.RateLimit)
+		if err != nil {
+			add("rate_limit", "%s", err)
+		}
+		d.Rate = &rate
+	}
+	if c := spec.Circuit; c != nil {
+		if c.Failures != nil {
+			if *c.Failures < 0 {
+				add("circuit.failures", "must not be negative (0 turns the circuit off)")
+			}
+			d.Circuit.Failures, d.Circuit.Disabled = max(*c.Failures, 0), *c.Failures == 0
+		}
+		switch {
+		case c.Cooldown < 0:
+			add("circuit.cooldown", "must not be negative")
+		case c.Cooldown > 0:
+			d.Circuit.Cooldown = c.Cooldown
+		}
+	}
+	for i, name := range spec.ForwardHeaders {
+		switch {
+		case !httpguts.ValidHeaderFieldName(name):
+			add(field.Index("forward_headers", i), "%q is not a header name", name)
+		case ReservedHeader(name):
+			add(field.Index("forward_headers", i), "%s is set by webhookd itself and cannot be forwarded", name)
+		}
+	}
+	if spec.Filter != nil {
+		f, err := glob.CompileFilter(spec.Filter)
+		if err != nil {
+			add("filter", "%s", err)
+		} else if !opts.SourceHasEventType {
+			add("filter", "the source has no event type (scheme %s names none): set its event_type, or every event would be filtered out", opts.Scheme)
+		}
+		d.Filter = f
+	}
+	if spec.SigningSecret != "" {
+		s, err := verify.NewSigner(verify.Config{Scheme: verify.SchemeStandard, Secrets: []string{spec.SigningSecret}})
+		if err != nil {
+			add("signing_secret", "must be a Standard Webhooks secret, whsec_ followed by base64")
+		}
+		d.Signer = s
+	}
+	return d, errors.Join(errs...)
+}
+
+// rateRE is a rate_limit: a positive count per second or minute.
+var rateRE = regexp.MustCompile(`^([1-9][0-9]{0,8})/(s|m)$`)
+
+// parseRate reads a rate_limit ("50/s", "600/m") as a limit whose burst
+// is at most one second's worth (SPEC).
+func parseRate(v string) (redis_rate.Limit, error) {
+	m := rateRE.FindStringSubmatch(strings.TrimSpace(v))
+	if m == nil {
+		return redis_rate.Limit{}, fmt.Errorf("%q is not a rate: write N/s or N/m, e.g. 50/s", v)
+	}
+	n, _ := strconv.Atoi(m[1])
+	if m[2] == "s" {
+		return redis_rate.Limit{Rate: n, Period: time.Second, Burst: n}, nil
+	}
+	return redis_rate.Limit{Rate: n, Period: time.Minute, Burst: max(1, (n+59)/60)}, nil
+}
