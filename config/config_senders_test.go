@@ -66,6 +66,7 @@ sources:
 		"sns trust is no key":  {"      subscription_confirmation: show\n", "      sns: {allow_host: 127.0.0.1}\n", "verify.sns"},
 		"respond not 2xx":      {"status: 200,", "status: 302,", "respond.status"},
 		"negative body limit":  {"max_body_bytes: 2048", "max_body_bytes: -1", "max_body_bytes"},
+		"huge body limit":      {"max_body_bytes: 2048", "max_body_bytes: 1000000000", "sources[0].max_body_bytes: must be at most"},
 		"algorithm":            {"algorithm: sha512", "algorithm: md5", "algorithm"},
 		"subscription setting": {"subscription_confirmation: show", "subscription_confirmation: later", "subscription_confirmation"},
 	} {
