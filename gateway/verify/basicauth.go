@@ -48,7 +48,7 @@ func (s *basicAuthScheme) Verify(r Request, _ time.Time) error {
 		match |= subtle.ConstantTimeCompare(got, []byte(c))
 	}
 	if match != 1 {
-		return fmt.Errorf("Authorization: not the configured credentials: %w", ErrSignatureMismatch)
+		return fmt.Errorf("%s: not the configured credentials: %w", "Authorization", ErrSignatureMismatch)
 	}
 	return nil
 }

@@ -121,7 +121,7 @@ func parseSNS(body []byte) (snsMessage, error) {
 		return m, malformed("Signature", "the body is not an SNS message (JSON)")
 	}
 	if m.Signature == "" {
-		return m, fmt.Errorf("Signature: %w", ErrMissingSignature)
+		return m, missing("Signature")
 	}
 	if m.Type == "" || m.MessageID == "" || m.TopicArn == "" || m.Timestamp == "" || m.SigningCertURL == "" {
 		return m, malformed("Signature", "want Type, MessageId, TopicArn, Timestamp and SigningCertURL")
