@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// Handshake secrets (table handshake_secrets, migration 0022): a signing
+// Handshake secrets (table handshake_secrets, migration 0024): a signing
 // secret a sender delivers in its handshake (Asana's X-Hook-Secret). A
 // source has at most one: the first handshake's. A later handshake with
 // another secret does not replace it; an operator who re-creates the
