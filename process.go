@@ -243,6 +243,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		Registry:       reg,
 		Logger:         log,
 		TracerProvider: cfg.TracerProvider,
+		// Asana's handshake secret, learned once, verifies on every replica.
+		HandshakeSecrets: store,
 		Readiness: []gateway.Check{
 			{Name: "postgres", Func: store.Ping},
 			{Name: "redis", Func: pingRedis},

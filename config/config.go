@@ -289,6 +289,12 @@ func (f *File) validate(p webhookd.Config) error {
 	if f.MaxBodyBytes < 0 || f.MaxBodyBytes > MaxBodyLimit {
 		add("max_body_bytes", "must be between 1 and %d (%d MiB)", MaxBodyLimit, MaxBodyLimit>>20)
 	}
+	for i, s := range f.Sources {
+		// A source's own limit (negative ones are the source's check).
+		if s.MaxBodyBytes > MaxBodyLimit {
+			add(field.Index("sources", i)+".max_body_bytes", "must be at most %d (%d MiB)", MaxBodyLimit, MaxBodyLimit>>20)
+		}
+	}
 	if p.Lease < minLease || p.Lease > maxLease {
 		add("lease", "must be between %s and %s", minLease, maxLease)
 	}

@@ -50,6 +50,10 @@ func statusOf(err error) (int, string) {
 		errors.Is(err, verify.ErrTimestampOutsideTolerance):
 		// verify's messages name the failed check and header only.
 		return http.StatusUnauthorized, err.Error()
+	case errors.Is(err, verify.ErrKeyUnavailable):
+		// The key could not be had now (sns's certificate): the sender
+		// retries.
+		return http.StatusServiceUnavailable, err.Error()
 	case errors.Is(err, verify.ErrHandshakeRefused):
 		return http.StatusForbidden, err.Error()
 	case errors.Is(err, eventid.ErrMissing), errors.Is(err, eventid.ErrUnparseable), errors.Is(err, eventid.ErrInvalid),

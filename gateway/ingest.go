@@ -89,7 +89,11 @@ func (s *Server) receive(c echo.Context, name string, log *slog.Logger) received
 			bodyPool.Put(buf)
 		}
 	}()
-	held, err := readBody(buf, req, s.cfg.MaxBodyBytes, s.bodies)
+	limit := s.cfg.MaxBodyBytes
+	if src.MaxBodyBytes > 0 {
+		limit = src.MaxBodyBytes
+	}
+	held, err := readBody(buf, req, limit, s.bodies)
 	defer s.bodies.give(held)
 	if err != nil {
 		if errors.Is(err, ErrBusy) {
@@ -102,12 +106,22 @@ func (s *Server) receive(c echo.Context, name string, log *slog.Logger) received
 
 	vreq := verify.Request{Method: req.Method, Header: req.Header, Body: body, RawQuery: req.URL.RawQuery}
 	// A sender's handshake is answered before and instead of recording.
-	answer, isHandshake, err := verify.Handshake(src.Verifier, vreq, s.cfg.Now())
+	answer, isHandshake, err := verify.HandshakeContext(ctx, src.Verifier, vreq, s.cfg.Now())
+	if err == nil && answer.LearnedSecret != "" {
+		// The secret that will sign this sender's events (Asana): kept
+		// before the handshake is answered, first handshake only.
+		if l, ok := src.Verifier.(verify.SecretLearner); ok {
+			err = s.learned.learn(ctx, name, l, answer.LearnedSecret)
+		}
+	}
 	if err != nil {
 		return refused(err)
 	}
 	if isHandshake {
-		log.InfoContext(ctx, "answered handshake", slog.String("scheme", src.Scheme))
+		log.InfoContext(ctx, "answered handshake", slog.String("scheme", src.Scheme), slog.String("note", answer.Note))
+		for k, v := range answer.Header {
+			c.Response().Header()[k] = v
+		}
 		if answer.Body == nil {
 			return received{outcome: "challenge", err: c.NoContent(answer.Status)}
 		}
@@ -119,7 +133,21 @@ func (s *Server) receive(c echo.Context, name string, log *slog.Logger) received
 		// GET is routed here for handshakes only.
 		return refused(echo.ErrMethodNotAllowed)
 	}
-	if err := src.Verifier.Verify(vreq, s.cfg.Now()); err != nil {
+	learner, learns := src.Verifier.(verify.SecretLearner)
+	if learns {
+		s.learned.load(ctx, log, name, learner, false)
+	}
+	err = verify.VerifyContext(ctx, src.Verifier, vreq, s.cfg.Now())
+	if learns && errors.Is(err, verify.ErrSignatureMismatch) {
+		// Another replica may have learned, or an operator reset, the
+		// secret since it was read.
+		s.learned.load(ctx, log, name, learner, true)
+		err = verify.VerifyContext(ctx, src.Verifier, vreq, s.cfg.Now())
+	}
+	if errors.Is(err, verify.ErrKeyUnavailable) {
+		log.WarnContext(ctx, "could not verify now; answering 503", slog.String("reason", err.Error()))
+	}
+	if err != nil {
 		return refused(err)
 	}
 	ev, err := newEvent(name, src, req.Header, body)
@@ -163,14 +191,14 @@ func (s *Server) receive(c echo.Context, name string, log *slog.Logger) received
 		log.WarnContext(ctx, "signed content already recorded under another event id; answered as a duplicate of it, nothing recorded",
 			slog.String("copy_of", rec.CopyOf), slog.Int("deliveries", rec.Deliveries), slog.String("state", rec.State))
 		return received{outcome: "duplicate_content",
-			err: c.JSON(http.StatusOK, duplicate{Status: "duplicate", Source: name, EventID: rec.CopyOf, Deliveries: rec.Deliveries, State: rec.State})}
+			err: respond(c, src, http.StatusOK, duplicate{Status: "duplicate", Source: name, EventID: rec.CopyOf, Deliveries: rec.Deliveries, State: rec.State})}
 	}
 	if rec.Inserted {
 		log.InfoContext(ctx, "event accepted", slog.Int("deliveries", rec.Deliveries), slog.Int("body_bytes", len(body)))
-		return received{outcome: "accepted", err: c.JSON(http.StatusAccepted, accepted{Status: "accepted", Source: name, EventID: id})}
+		return received{outcome: "accepted", err: respond(c, src, http.StatusAccepted, accepted{Status: "accepted", Source: name, EventID: id})}
 	}
 	log.InfoContext(ctx, "duplicate delivery", slog.Int("deliveries", rec.Deliveries), slog.String("state", rec.State))
-	return received{outcome: "duplicate", err: c.JSON(http.StatusOK, duplicate{Status: "duplicate", Source: name, EventID: id, Deliveries: rec.Deliveries, State: rec.State})}
+	return received{outcome: "duplicate", err: respond(c, src, http.StatusOK, duplicate{Status: "duplicate", Source: name, EventID: id, Deliveries: rec.Deliveries, State: rec.State})}
 }
 
 // newEvent builds the event a request records, every text field checked: the
@@ -269,4 +297,19 @@ func readBody(buf *bytes.Buffer, req *http.Request, limit int64, budget *bodyBud
 		return r.held, ErrBodyTooLarge
 	}
 	return r.held, nil
+}
+
+// respond answers a recorded delivery, first or repeat: with the answer
+// the source's sender expects when it has one (Source.Respond: Adyen's
+// "[accepted]"), else with status and webhookd's JSON.
+func respond(c echo.Context, src Source, status int, answer any) error {
+	r := src.Respond
+	if r == nil {
+		return c.JSON(status, answer)
+	}
+	if r.Body == "" {
+		return c.NoContent(r.Status)
+	}
+	c.Response().Header().Set("X-Content-Type-Options", "nosniff")
+	return c.Blob(r.Status, r.ContentType, []byte(r.Body))
 }

@@ -68,6 +68,9 @@ type Config struct {
 	// TracerProvider, when set, traces each webhook (tracing.go); nil
 	// turns tracing off.
 	TracerProvider trace.TracerProvider
+	// HandshakeSecrets stores the secrets senders deliver in their
+	// handshakes (asana); nil refuses such handshakes (503).
+	HandshakeSecrets handshakeSecrets
 }
 
 // DefaultMaxBodyBytes caps a webhook's body where the configuration says
@@ -115,6 +118,7 @@ type Server struct {
 	bodies   *bodyBudget
 	log      *slog.Logger
 	tracer   trace.Tracer // nil when tracing is off
+	learned  *learnedSecrets
 
 	// mu guards the HTTP server Serve starts and whether Shutdown came
 	// first, so a shutdown that races the start never leaves a server
@@ -140,6 +144,7 @@ func New(cfg Config, rec recorder, h handoff) *Server {
 		bodies:   &bodyBudget{limit: cfg.MaxBodyBytesInFlight},
 		log:      cfg.Logger,
 		tracer:   tracing.Tracer(cfg.TracerProvider),
+		learned:  newLearnedSecrets(cfg.HandshakeSecrets),
 	}
 	s.metrics.registerSources(cfg.Sources)
 	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -162,6 +167,9 @@ func New(cfg Config, rec recorder, h handoff) *Server {
 		// Handshakes only (Meta's subscribe GET); any other GET is a 405.
 		// A handshake records nothing, so it starts no trace.
 		e.GET(ingestRoute, s.ingest, middleware.ContextTimeout(cfg.RequestTimeout))
+		// And the HEAD some senders send to check the URL (Trello,
+		// Mandrill).
+		e.HEAD(ingestRoute, s.ingest, middleware.ContextTimeout(cfg.RequestTimeout))
 	}
 	return s
 }

@@ -52,6 +52,12 @@ type Source struct {
 	// nothing. For schemes whose event id the signature does not cover
 	// (github, shopify, twilio, a header id). 0 turns it off.
 	ContentWindow time.Duration
+	// Respond, when set, is the answer to every recorded delivery (new or
+	// repeat) instead of webhookd's JSON: what the sender expects.
+	Respond *verify.Response
+	// MaxBodyBytes, when positive, caps this source's bodies instead of
+	// the server's MaxBodyBytes.
+	MaxBodyBytes int64
 }
 
 // SourceSpec is how a source receives, as configured (the YAML keys of a
@@ -73,7 +79,19 @@ type SourceSpec struct {
 	// that event. 0 turns it off; nil means the scheme's default
 	// (defaultContentWindow).
 	DuplicateContentWindow *time.Duration `yaml:"duplicate_content_window"`
+	// Respond is the answer the sender expects to a recorded delivery
+	// (respond: {status, body, content_type}); nil means the scheme's
+	// (adyen: 200 "[accepted]"; xero: 200, no body), else webhookd's
+	// JSON with 202 or 200. The status must be 2xx (204 without a body),
+	// the body at most 4 KiB; content_type defaults to text/plain.
+	Respond *verify.Response `yaml:"respond"`
+	// MaxBodyBytes caps the source's bodies (max_body_bytes), in bytes;
+	// 0 means the process's max_body_bytes.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 }
+
+// maxRespondBody bounds a configured answer's body.
+const maxRespondBody = 4096
 
 // OrderSpec says where an event's entity and version are, in the forms of
 // package eventid; both are required.
@@ -128,6 +146,24 @@ func NewSource(spec SourceSpec, opts SourceOptions) (Source, error) {
 		Scheme: spec.Verify.Scheme, Verifier: v, PlanFunc: opts.PlanFunc,
 		SignatureHeader: spec.Verify.WithDefaults().Header,
 		Signing:         SigningSettings(spec.Verify),
+		Respond:         verify.SchemeDefaults(spec.Verify.Scheme).Respond,
+		MaxBodyBytes:    spec.MaxBodyBytes,
+	}
+	if spec.MaxBodyBytes < 0 {
+		add(field.Errorf("max_body_bytes", "must not be negative"))
+	}
+	if r := spec.Respond; r != nil {
+		switch {
+		case r.Status < 200 || r.Status > 299 || r.Status == http.StatusNoContent && r.Body != "":
+			add(field.Errorf("respond.status", "%d: want a 2xx status (204 without a body)", r.Status))
+		case len(r.Body) > maxRespondBody:
+			add(field.Errorf("respond.body", "at most %d bytes", maxRespondBody))
+		}
+		c := *r
+		if c.Body != "" && c.ContentType == "" {
+			c.ContentType = "text/plain; charset=utf-8"
+		}
+		src.Respond = &c
 	}
 	for _, name := range opts.ForwardHeaders {
 		if name = http.CanonicalHeaderKey(name); !slices.Contains(src.ForwardHeaders, name) {

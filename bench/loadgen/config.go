@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/webhookd/webhookd/gateway/verify"
@@ -76,7 +78,37 @@ func BenchSource(scheme string) (Source, error) {
 	case verify.SchemeMSGraph, verify.SchemeLinear, verify.SchemeSquare, verify.SchemeMailgun, verify.SchemeAdyen:
 		return Source{}, fmt.Errorf("scheme %s is not supported by the load generator (it checks what the generated bodies lack: msgraph's clientState, linear's webhookTimestamp, mailgun's and adyen's signatures, or square's URL)", scheme)
 	default:
-		return Source{}, fmt.Errorf("unknown scheme %q", scheme)
+		return benchSender(s)
+	}
+	return s.withDefaults(), nil
+}
+
+// benchSender is BenchSource for the senders of issue 32: a secret of
+// the scheme's form; the event id the generated body carries ("id") for
+// every scheme whose default id is elsewhere in the body.
+func benchSender(s Source) (Source, error) {
+	switch s.Verify.Scheme {
+	case verify.SchemeSNS:
+		return Source{}, errors.New("scheme sns is not supported by the load generator (AWS signs its messages)")
+	case verify.SchemeHubSpot, verify.SchemeTrello, verify.SchemeContentful, verify.SchemeMailchimp:
+		return Source{}, fmt.Errorf("scheme %s is not supported by the load generator (it signs the URL it posts to)", s.Verify.Scheme)
+	case verify.SchemeTelnyx:
+		seed := sha256.Sum256([]byte("webhookd-bench-key"))
+		key := ed25519.NewKeyFromSeed(seed[:])
+		s.Verify.Secrets = []string{base64.StdEncoding.EncodeToString(key.Public().(ed25519.PublicKey))}
+		s.Verify.SigningKey = hex.EncodeToString(seed[:])
+	case verify.SchemePostmark, verify.SchemePipedrive:
+		s.Verify.Secrets = []string{"bench:webhookd-bench-password"}
+	case verify.SchemeClerk, verify.SchemeResend:
+		s.Verify.Secrets = []string{"whsec_" + base64.StdEncoding.EncodeToString([]byte("webhookd-bench-secret-0123456789"))}
+	default:
+		if !slices.Contains(verify.Schemes, s.Verify.Scheme) {
+			return Source{}, fmt.Errorf("unknown scheme %q", s.Verify.Scheme)
+		}
+		s.Verify.Secrets = []string{"whsec_webhookd_bench_secret"}
+	}
+	if id := verify.SchemeDefaults(s.Verify.Scheme).EventID; strings.HasPrefix(id, "json:") {
+		s.EventID = "json:id"
 	}
 	return s.withDefaults(), nil
 }

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -202,7 +203,8 @@ func TestBenchSourceEveryScheme(t *testing.T) {
 	t.Parallel()
 	for _, scheme := range verify.Schemes {
 		src, err := BenchSource(scheme)
-		if scheme == verify.SchemeTwilio || scheme == verify.SchemeMSGraph || scheme == verify.SchemeLinear || scheme == verify.SchemeSquare || scheme == verify.SchemeMailgun || scheme == verify.SchemeAdyen {
+		if slices.Contains([]string{verify.SchemeTwilio, verify.SchemeMSGraph, verify.SchemeLinear, verify.SchemeSquare, verify.SchemeMailgun, verify.SchemeAdyen,
+			verify.SchemeSNS, verify.SchemeHubSpot, verify.SchemeTrello, verify.SchemeContentful, verify.SchemeMailchimp}, scheme) {
 			if err == nil {
 				t.Errorf("%s: BenchSource succeeded", scheme)
 			}

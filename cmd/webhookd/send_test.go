@@ -44,7 +44,7 @@ func newSendReceiver(t *testing.T) *sendReceiver {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		call := sendCall{path: req.URL.Path, contentType: req.Header.Get("Content-Type"), body: body}
-		call.err = r.verifier.Verify(verify.Request{Header: req.Header, Body: body, RawQuery: req.URL.RawQuery}, time.Now())
+		call.err = r.verifier.Verify(verify.Request{Method: req.Method, Header: req.Header, Body: body, RawQuery: req.URL.RawQuery}, time.Now())
 		if call.err == nil {
 			call.eventID, call.err = r.idSpec.Extract(req.Header, body)
 		}
@@ -127,6 +127,54 @@ func TestSendSignsEveryScheme(t *testing.T) {
 		{name: "mailgun", givenVerify: "scheme: mailgun\nsecrets: [mg-signing-key]"},
 		{name: "adyen", givenVerify: "scheme: adyen\nsecrets: [44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056]", expectID: bodyID},
 		{name: "none", givenVerify: "scheme: none\nallow_unsigned: true", givenID: "json:id"},
+		// The senders of issue 32 (sns is signed by AWS only).
+		{name: "hubspot", givenVerify: "scheme: hubspot\nsecrets: [hs-client-secret]\npublic_url: {url}"},
+		{name: "docusign", givenVerify: "scheme: docusign\nsecrets: [ds-hmac-key]", expectID: bodyID},
+		{name: "typeform", givenVerify: "scheme: typeform\nsecrets: [tf-secret]"},
+		{name: "alchemy", givenVerify: "scheme: alchemy\nsecrets: [whsec_alchemy]"},
+		{name: "coinbase", givenVerify: "scheme: coinbase\nsecrets: [cb-shared-secret]"},
+		{name: "xero", givenVerify: "scheme: xero\nsecrets: [xero-key]", expectID: bodyID},
+		{name: "zendesk", givenVerify: "scheme: zendesk\nsecrets: [zd-secret]"},
+		{name: "airwallex", givenVerify: "scheme: airwallex\nsecrets: [awx-secret]"},
+		{name: "orb", givenVerify: "scheme: orb\nsecrets: [orb-secret]"},
+		{name: "tiktok", givenVerify: "scheme: tiktok\nsecrets: [tt-client-secret]", expectID: bodyID},
+		{
+			// RFC 8032's test 1 key pair again, base64 as Telnyx shows it.
+			name:        "telnyx",
+			givenVerify: "scheme: telnyx\nsecrets: [11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=]",
+			givenArgs:   []string{"--signing-key", "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60"},
+		},
+		{name: "intercom", givenVerify: "scheme: intercom\nsecrets: [ic-client-secret]"},
+		{name: "mailchimp", givenVerify: "scheme: mailchimp\nsecrets: [mandrill-key]\npublic_url: {url}", expectID: bodyID,
+			expectType: "application/x-www-form-urlencoded"},
+		{name: "x", givenVerify: "scheme: x\nsecrets: [x-consumer-secret]", expectID: bodyID},
+		{name: "twitch", givenVerify: "scheme: twitch\nsecrets: [twitch-secret-0123456789]"},
+		{name: "asana", givenVerify: "scheme: asana\nsecrets: [asana-hook-secret]", expectID: bodyID},
+		{name: "dropbox", givenVerify: "scheme: dropbox\nsecrets: [dbx-app-secret]", expectID: bodyID},
+		{name: "trello", givenVerify: "scheme: trello\nsecrets: [trello-app-secret]\npublic_url: {url}"},
+		{name: "bitbucket", givenVerify: "scheme: bitbucket\nsecrets: [bb-secret]"},
+		{name: "jira", givenVerify: "scheme: jira\nsecrets: [jira-secret]"},
+		{name: "woocommerce", givenVerify: "scheme: woocommerce\nsecrets: [wc-secret]"},
+		{name: "bigcommerce", givenVerify: "scheme: bigcommerce\nsecrets: [Bearer bc-token]"},
+		{name: "calendly", givenVerify: "scheme: calendly\nsecrets: [cal-key]", expectID: bodyID},
+		{name: "pagerduty", givenVerify: "scheme: pagerduty\nsecrets: [pd-secret]"},
+		{name: "sentry", givenVerify: "scheme: sentry\nsecrets: [sentry-client-secret]"},
+		{name: "vercel", givenVerify: "scheme: vercel\nsecrets: [vercel-secret]"},
+		{name: "netlify", givenVerify: "scheme: netlify\nsecrets: [netlify-jws-secret]", expectID: bodyID},
+		{name: "segment", givenVerify: "scheme: segment\nsecrets: [segment-secret]"},
+		{name: "postmark", givenVerify: "scheme: postmark\nsecrets: [\"hook:pm-password\"]", expectID: bodyID},
+		{name: "pipedrive", givenVerify: "scheme: pipedrive\nsecrets: [\"hook:pd-password\"]", expectID: bodyID},
+		{name: "clerk", givenVerify: "scheme: clerk\nsecrets: [whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw]"},
+		{name: "resend", givenVerify: "scheme: resend\nsecrets: [whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw]"},
+		{name: "polar", givenVerify: "scheme: polar\nsecrets: [polar_whs_secret]"},
+		{name: "lemonsqueezy", givenVerify: "scheme: lemonsqueezy\nsecrets: [ls-secret]", expectID: bodyID},
+		{name: "checkout", givenVerify: "scheme: checkout\nsecrets: [cko-secret]"},
+		{name: "gocardless", givenVerify: "scheme: gocardless\nsecrets: [gc-secret]", expectID: bodyID},
+		{name: "recurly", givenVerify: "scheme: recurly\nsecrets: [recurly-key]"},
+		{name: "webflow", givenVerify: "scheme: webflow\nsecrets: [wf-secret]", expectID: bodyID},
+		{name: "contentful", givenVerify: "scheme: contentful\nsecrets: [cf-secret]\npublic_url: {url}", expectID: bodyID},
+		{name: "sanity", givenVerify: "scheme: sanity\nsecrets: [sanity-secret]"},
+		{name: "cal", givenVerify: "scheme: cal\nsecrets: [cal-secret]", expectID: bodyID},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -165,6 +165,9 @@ func DefaultBody(v verify.Config, id string, now time.Time) []byte {
 	case verify.SchemeAdyen:
 		return fmt.Appendf(nil, `{"live":"false","notificationItems":[{"NotificationRequestItem":{"amount":{"currency":"EUR","value":1000},"eventCode":"AUTHORISATION","merchantAccountCode":"DemoAccount","merchantReference":%q,"pspReference":%q,"success":"true"}}]}`, id, id)
 	}
+	if b := senderBody(v.Scheme, id, now); b != nil {
+		return b
+	}
 	return fmt.Appendf(nil, `{"id":%q,"event_id":%q,"type":"demo.created","created":%d,"data":{"object":{"id":"obj_demo","amount":1000}}}`,
 		id, id, now.Unix())
 }

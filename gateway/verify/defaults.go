@@ -24,6 +24,20 @@ type Defaults struct {
 	// second-precision times) it is false and the window is off unless
 	// the source sets it; where the id is signed it is not needed.
 	ContentGuard bool
+	// Respond, when set, is the answer the sender expects to a delivery
+	// instead of webhookd's own (Adyen's "[accepted]"); a source's
+	// respond overrides it.
+	Respond *Response
+}
+
+// Response is an answer a sender expects to its deliveries.
+type Response struct {
+	// Status is the HTTP status (2xx).
+	Status int `yaml:"status"`
+	// ContentType is the answer's Content-Type; empty with no body.
+	ContentType string `yaml:"content_type"`
+	// Body is the answer's body.
+	Body string `yaml:"body"`
 }
 
 // schemeDefaults holds every scheme's Defaults; a scheme absent here has
@@ -88,11 +102,12 @@ var schemeDefaults = map[string]Defaults{
 	// timestamp: the same items with other whitespace or other unsigned
 	// fields hash to a new id, so the guard answers them as duplicates.
 	// Distinct events differ in a signed field (pspReference, eventCode,
-	// success).
+	// success). Adyen's docs: answer "[accepted]" (else it retries).
 	SchemeAdyen: {
 		EventID:      "body-sha256",
 		EventType:    "json:notificationItems.0.NotificationRequestItem.eventCode",
 		ContentGuard: true,
+		Respond:      &Response{Status: 200, ContentType: "text/plain; charset=utf-8", Body: "[accepted]"},
 	},
 	// Square's event_id is kept across retries (Square: "use event_id to
 	// detect duplicates").
@@ -136,8 +151,75 @@ var schemeDefaults = map[string]Defaults{
 	},
 }
 
+// senderDefaults are the Defaults of the senders of issue 32; the
+// reasons, and what stays an assumption, are in docs/providers.md.
+var senderDefaults = map[string]Defaults{
+	// One POST batches events; a retry resends it with attemptNumber
+	// changed, so the body's hash would not do: the first event's id.
+	SchemeHubSpot: {EventID: "json:0.eventId", EventType: "json:0.subscriptionType"},
+	// Connect sends no delivery id.
+	SchemeDocuSign: {EventID: "body-sha256", EventType: "json:event"},
+	SchemeTypeform: {EventID: "json:event_id", EventType: "json:event_type"},
+	SchemeAlchemy:  {EventID: "json:id", EventType: "json:type"},
+	// The body's own id changes with attempt_number: the event's.
+	SchemeCoinbase: {EventID: "json:event.id", EventType: "json:event.type"},
+	// One POST batches events; Xero expects 200 (not 202).
+	SchemeXero: {EventID: "body-sha256", EventType: "json:events.0.eventType",
+		Respond: &Response{Status: 200}},
+	SchemeZendesk:   {EventID: "json:id", EventType: "json:type"},
+	SchemeAirwallex: {EventID: "json:id", EventType: "json:name"},
+	SchemeOrb:       {EventID: "json:id", EventType: "json:type"},
+	SchemeTikTok:    {EventID: "body-sha256", EventType: "json:event"},
+	SchemeTelnyx:    {EventID: "json:data.id", EventType: "json:data.event_type"},
+	SchemeIntercom:  {EventID: "json:id", EventType: "json:topic"},
+	// A form whose mandrill_events batches events.
+	SchemeMailchimp: {EventID: "body-sha256"},
+	SchemeX:         {EventID: "body-sha256"},
+	SchemeSNS:       {EventID: "json:MessageId", ForwardedHeaders: []string{"X-Amz-Sns-Message-Id", "X-Amz-Sns-Topic-Arn"}},
+	// Twitch resends a message under its id.
+	SchemeTwitch: {EventID: "header:Twitch-Eventsub-Message-Id", EventType: "header:Twitch-Eventsub-Subscription-Type",
+		ForwardedHeaders: []string{"Twitch-Eventsub-Message-Id", "Twitch-Eventsub-Message-Type", "Twitch-Eventsub-Subscription-Type", "Twitch-Eventsub-Subscription-Version"}},
+	SchemeAsana:   {EventID: "body-sha256", EventType: "json:events.0.action"},
+	SchemeDropbox: {EventID: "body-sha256"},
+	SchemeTrello:  {EventID: "json:action.id", EventType: "json:action.type"},
+	SchemeBitbucket: {EventID: "header:X-Request-UUID", EventType: "header:X-Event-Key",
+		ForwardedHeaders: []string{"X-Event-Key", "X-Hook-UUID", "X-Request-UUID", "X-Attempt-Number"}},
+	// Atlassian keeps X-Atlassian-Webhook-Identifier across retries.
+	SchemeJira: {EventID: "header:X-Atlassian-Webhook-Identifier", EventType: "json:webhookEvent",
+		ForwardedHeaders: []string{"X-Atlassian-Webhook-Identifier", "X-Atlassian-Webhook-Retry"}},
+	SchemeWooCommerce: {EventID: "header:X-WC-Webhook-Delivery-ID", EventType: "header:X-WC-Webhook-Topic",
+		ForwardedHeaders: []string{"X-WC-Webhook-Topic", "X-WC-Webhook-Resource", "X-WC-Webhook-Event", "X-WC-Webhook-ID", "X-WC-Webhook-Delivery-ID", "X-WC-Webhook-Source"}},
+	SchemeBigCommerce: {EventID: "json:hash", EventType: "json:scope"},
+	SchemeCalendly:    {EventID: "body-sha256", EventType: "json:event"},
+	SchemePagerDuty:   {EventID: "json:event.id", EventType: "json:event.event_type"},
+	SchemeSentry: {EventID: "header:Request-ID", EventType: "header:Sentry-Hook-Resource",
+		ForwardedHeaders: []string{"Sentry-Hook-Resource", "Sentry-Hook-Timestamp", "Request-ID"}},
+	SchemeVercel:       {EventID: "json:id", EventType: "json:type"},
+	SchemeNetlify:      {EventID: "body-sha256", EventType: "json:state"},
+	SchemeSegment:      {EventID: "json:messageId", EventType: "json:type"},
+	SchemePostmark:     {EventID: "body-sha256", EventType: "json:RecordType"},
+	SchemePipedrive:    {EventID: "body-sha256", EventType: "json:event"},
+	SchemeClerk:        {EventID: "header:webhook-id", EventType: "json:type"},
+	SchemeResend:       {EventID: "header:webhook-id", EventType: "json:type"},
+	SchemePolar:        {EventID: "header:webhook-id", EventType: "json:type"},
+	SchemeLemonSqueezy: {EventID: "body-sha256", EventType: "json:meta.event_name"},
+	SchemeCheckout:     {EventID: "json:id", EventType: "json:type"},
+	SchemeGoCardless:   {EventID: "body-sha256", EventType: "json:events.0.action"},
+	SchemeRecurly:      {EventID: "json:id", EventType: "json:event_type"},
+	SchemeWebflow:      {EventID: "body-sha256", EventType: "json:triggerType"},
+	SchemeContentful: {EventID: "body-sha256", EventType: "header:X-Contentful-Topic",
+		ForwardedHeaders: []string{"X-Contentful-Topic", "X-Contentful-Webhook-Name"}},
+	// Sanity keeps idempotency-key across retries.
+	SchemeSanity: {EventID: "header:Idempotency-Key", EventType: "header:Sanity-Operation",
+		ForwardedHeaders: []string{"Sanity-Operation", "Sanity-Document-Id", "Sanity-Project-Id", "Sanity-Dataset"}},
+	SchemeCal: {EventID: "body-sha256", EventType: "json:triggerEvent"},
+}
+
 // SchemeDefaults returns the Defaults of scheme; the zero Defaults for
 // hmac-sha256, none and unknown schemes.
 func SchemeDefaults(scheme string) Defaults {
+	if d, ok := senderDefaults[scheme]; ok {
+		return d
+	}
 	return schemeDefaults[scheme]
 }

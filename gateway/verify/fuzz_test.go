@@ -162,7 +162,9 @@ func FuzzGenericHeader(f *testing.F) {
 
 // FuzzSignedContentTemplate checks the hmac-sha256 template parser.
 func FuzzSignedContentTemplate(f *testing.F) {
-	for _, s := range []string{"{body}", "{timestamp}.{body}", "v1:{timestamp}:{body}", "{", "}{body}{", "{ts}{body}", "{{body}}", "{}"} {
+	for _, s := range []string{"{body}", "{timestamp}.{body}", "v1:{timestamp}:{body}", "{", "}{body}{", "{ts}{body}", "{{body}}", "{}",
+		"{method}{url}{body}{timestamp_ms}", "{header:Twitch-Eventsub-Message-Id}{timestamp}{body}", "{header:}{body}", "{header:a b}{body}",
+		"{timestamp}{timestamp_ms}{body}", "{url}{url}{body}"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, tmpl string) {
@@ -170,14 +172,21 @@ func FuzzSignedContentTemplate(f *testing.F) {
 		if err != nil {
 			return
 		}
-		bodies := 0
+		bodies, stamps := 0, 0
 		for _, s := range segs {
-			if s.kind == segBody {
+			switch s.kind {
+			case segBody:
 				bodies++
+			case segTimestamp:
+				stamps++
+			case segHeader:
+				if len(s.lit) == 0 || strings.ContainsAny(string(s.lit), " {}:") {
+					t.Fatalf("template %q accepted header placeholder %q", tmpl, s.lit)
+				}
 			}
 		}
-		if bodies != 1 {
-			t.Fatalf("template %q accepted with %d bodies", tmpl, bodies)
+		if bodies != 1 || stamps > 1 {
+			t.Fatalf("template %q accepted with %d bodies, %d timestamps", tmpl, bodies, stamps)
 		}
 	})
 }

@@ -1,9 +1,11 @@
 package verify
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -21,6 +23,18 @@ type Answer struct {
 	ContentType string
 	// Body is the answer's exact bytes.
 	Body []byte
+	// Header holds headers the answer must carry (Asana's X-Hook-Secret
+	// echoed back).
+	Header http.Header
+	// LearnedSecret is a signing secret the handshake delivered (Asana's
+	// X-Hook-Secret): the caller stores it, answers only once it is
+	// stored as the source's one secret, then hands it to the Verifier
+	// ([SecretLearner]).
+	LearnedSecret string
+	// Note, when set, is what the caller logs about the handshake: what
+	// an operator must do (sns's SubscribeURL, to visit when
+	// subscription_confirmation is show).
+	Note string
 }
 
 const (
@@ -38,6 +52,22 @@ type handshaker interface {
 	// ErrHandshakeRefused, 403). A signed handshake is verified here,
 	// before it is answered. ok false and no error: r is not a handshake.
 	handshake(r Request, now time.Time) (a Answer, ok bool, err error)
+}
+
+// contextHandshaker is implemented by the schemes whose handshake does
+// I/O (sns confirms a subscription).
+type contextHandshaker interface {
+	handshakeContext(ctx context.Context, r Request, now time.Time) (a Answer, ok bool, err error)
+}
+
+// HandshakeContext is Handshake for a caller with a context: the
+// handshakes that do I/O (sns fetches a certificate and confirms a
+// subscription) stop when ctx ends.
+func HandshakeContext(ctx context.Context, v Verifier, r Request, now time.Time) (a Answer, ok bool, err error) {
+	if h, ok := v.(contextHandshaker); ok {
+		return h.handshakeContext(ctx, r, now)
+	}
+	return Handshake(v, r, now)
 }
 
 // Handshake answers r when it is the handshake of v's scheme, before and

@@ -1,6 +1,9 @@
 package verify
 
-import "net/http"
+import (
+	"net/http"
+	"slices"
+)
 
 // SignsHeader reports whether the header name (any case) is covered by
 // the signature of every request that verifies under c, as the request's
@@ -13,7 +16,7 @@ import "net/http"
 func (c Config) SignsHeader(name string) bool {
 	name = http.CanonicalHeaderKey(name)
 	switch c.Scheme {
-	case SchemeStandard:
+	case SchemeStandard, SchemeClerk, SchemeResend, SchemePolar:
 		return name == standardIDHeader || name == standardTimestampHeader
 	case SchemeSlack:
 		return name == slackTimestampHeader
@@ -23,9 +26,19 @@ func (c Config) SignsHeader(name string) bool {
 		return name == discordTimestampHeader
 	case SchemeSendGrid:
 		return name == sendgridTimestampHeader
-	case SchemeHMACSHA256:
-		// build refuses a timestamp_header that signed_content leaves out.
-		return c.TimestampHeader != "" && name == http.CanonicalHeaderKey(c.TimestampHeader) && c.Validate() == nil
+	case SchemeTelnyx:
+		return name == telnyxTimestampHeader
 	}
-	return false
+	// The generic HMAC and its presets sign their timestamp header and
+	// the headers their template names (build refuses a timestamp
+	// header that signed_content leaves out).
+	s, err := build(c)
+	if err != nil {
+		return false
+	}
+	if p, ok := s.(*presetScheme); ok {
+		s = p.genericScheme
+	}
+	g, ok := s.(*genericScheme)
+	return ok && (g.tsHeader == name || slices.Contains(g.idHeaders, name))
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -135,7 +136,7 @@ func svixSigned(h http.Header) bool {
 // header:webhook-timestamp read what was signed, whatever unsigned
 // webhook-* headers a copy may carry. Other requests get h itself.
 func EventHeaders(scheme string, h http.Header) http.Header {
-	if scheme != SchemeStandard || !svixSigned(h) {
+	if !isStandard(scheme) || !svixSigned(h) {
 		return h
 	}
 	c := h.Clone()
@@ -176,4 +177,34 @@ func (s *standardScheme) sign(body []byte, now time.Time, msgID string) (http.He
 	h.Set(standardTimestampHeader, ts)
 	h.Set(standardSigHeader, "v1,"+base64.StdEncoding.EncodeToString(st.finish()))
 	return h, "", nil
+}
+
+// isStandard reports whether scheme is Standard Webhooks, by that name or
+// a sender's (clerk, resend, polar).
+func isStandard(scheme string) bool {
+	switch scheme {
+	case SchemeStandard, SchemeClerk, SchemeResend, SchemePolar:
+		return true
+	}
+	return false
+}
+
+// newStandardSender builds the Standard Webhooks senders by name: Clerk
+// and Resend (Svix) show whsec_<base64> secrets; Polar's dashboard secret
+// is itself the key's bytes (its SDK's validateEvent base64-encodes it
+// before handing it to the standardwebhooks library).
+func newStandardSender(cfg Config, tol int64) (scheme, error) {
+	keys := make([][]byte, len(cfg.Secrets))
+	for i, s := range cfg.Secrets {
+		if cfg.Scheme == SchemePolar {
+			keys[i] = []byte(s)
+			continue
+		}
+		k, err := decodeStandardSecret(s)
+		if err != nil {
+			return nil, fmt.Errorf("verify.secrets[%d]: %w", i, err)
+		}
+		keys[i] = k
+	}
+	return &standardScheme{macs: newMACs(keys, sha256New), tol: tol}, nil
 }

@@ -72,3 +72,10 @@ func (s *tokenScheme) sign(_ []byte, _ time.Time, msgID string) (http.Header, st
 }
 
 const gitlabIdempotencyHeader = "Idempotency-Key"
+
+// newBigCommerce: BigCommerce signs nothing; a webhook's custom headers
+// (set when it is created) carry a token, in Config.Header (default
+// Authorization), compared with every configured one.
+func newBigCommerce(cfg Config) scheme {
+	return &tokenScheme{header: http.CanonicalHeaderKey(cfg.Header), tokens: cfg.Secrets}
+}

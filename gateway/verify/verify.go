@@ -1,6 +1,8 @@
 package verify
 
 import (
+	"cmp"
+	"context"
 	"crypto/hmac"
 	"encoding/hex"
 	"errors"
@@ -39,17 +41,19 @@ const (
 	SchemeMailgun    = "mailgun"
 	SchemeAdyen      = "adyen"
 	SchemeHMACSHA256 = "hmac-sha256"
+	SchemeHMAC       = "hmac"
 	SchemeNone       = "none"
 )
 
-// Schemes lists every scheme name New accepts, in documentation order.
-var Schemes = []string{
+// Schemes lists every scheme name New accepts, in documentation order:
+// the first senders, those of issue 32 (senderSchemes), then the generic
+// ones.
+var Schemes = slices.Concat([]string{
 	SchemeStripe, SchemeGitHub, SchemeStandard, SchemeShopify,
 	SchemeSlack, SchemeTwilio, SchemeMeta, SchemeZoom,
 	SchemeDiscord, SchemeTelegram, SchemeSendGrid, SchemeMSGraph, SchemeGitLab,
 	SchemeMailgun, SchemeSquare, SchemeAdyen, SchemePaddle, SchemeRazorpay, SchemeLinear,
-	SchemeHMACSHA256, SchemeNone,
-}
+}, senderSchemes, []string{SchemeHMACSHA256, SchemeHMAC, SchemeNone})
 
 // DefaultTolerance is the timestamp tolerance, both ways, used when
 // Config.Tolerance is zero.
@@ -76,6 +80,10 @@ var (
 	// ErrTimestampOutsideTolerance is returned when the signed timestamp is
 	// older, or further in the future, than the tolerance allows.
 	ErrTimestampOutsideTolerance = errors.New("timestamp outside tolerance")
+	// ErrKeyUnavailable is returned when the key that checks a signature
+	// could not be had now (sns: its certificate could not be fetched);
+	// the sender should try again later (503).
+	ErrKeyUnavailable = errors.New("signing key unavailable")
 )
 
 // Config configures one source's verification: the YAML `verify:` block
@@ -98,28 +106,64 @@ type Config struct {
 	// TimestampHeader.
 	Tolerance time.Duration `yaml:"tolerance"`
 
-	// Header is the signature header for hmac-sha256 only. Defaults to
-	// X-Webhook-Signature.
+	// Header is the signature header for hmac and hmac-sha256 (default
+	// X-Webhook-Signature), and the token header for bigcommerce
+	// (default Authorization).
 	Header string `yaml:"header"`
-	// Encoding is "hex" (default) or "base64", for hmac-sha256 only.
+	// Encoding is "hex" (default), "base64" or "base64url" (unpadded),
+	// for hmac and hmac-sha256 only.
 	Encoding string `yaml:"encoding"`
-	// Prefix is put before the encoded signature, for hmac-sha256 only.
-	// nil means "sha256="; a pointer to "" means no prefix.
+	// Prefix is put before the encoded signature, for hmac and
+	// hmac-sha256 only. nil means "sha256=" (hmac-sha256, or hmac with
+	// SHA-256 and no SignatureKey) or "sha1="/"sha512=" by Algorithm; a
+	// pointer to "" means no prefix.
 	Prefix *string `yaml:"prefix"`
-	// TimestampHeader optionally names a header holding a unix timestamp
-	// (seconds), checked against Tolerance; hmac-sha256 only. The
-	// timestamp must be signed: SignedContent must contain "{timestamp}".
+	// Algorithm is the HMAC's hash for hmac: "sha1", "sha256" (default)
+	// or "sha512". hmac-sha256 is SHA-256.
+	Algorithm string `yaml:"algorithm"`
+	// SignatureKey, for hmac only, makes Header a list of k=v pairs
+	// separated by "," or ";" ("t=1700000000,v1=…,v1=…"), whose
+	// SignatureKey values are signatures: any may match (senders list
+	// one per secret while rotating). Prefix is then unused.
+	SignatureKey string `yaml:"signature_key"`
+	// TimestampKey, for hmac with SignatureKey only, names the signed
+	// timestamp's key in that list ("t"), checked against Tolerance.
+	TimestampKey string `yaml:"timestamp_key"`
+	// TimestampHeader optionally names a header holding the signed
+	// timestamp, checked against Tolerance; hmac and hmac-sha256 only.
+	// The timestamp must be signed: SignedContent must contain
+	// "{timestamp}" (or "{timestamp_ms}").
 	TimestampHeader string `yaml:"timestamp_header"`
-	// SignedContent is a template for the signed bytes, hmac-sha256 only:
-	// "{body}" and "{timestamp}" are replaced, everything else is literal.
-	// Defaults to "{timestamp}.{body}" when TimestampHeader is set, else
-	// "{body}". It must contain "{body}" once; "{timestamp}" is
-	// required with TimestampHeader and refused without it.
+	// TimestampFormat is how that timestamp reads: "unix" (seconds, the
+	// default), "unix_ms" (what {timestamp_ms} implies) or "rfc3339";
+	// hmac only.
+	TimestampFormat string `yaml:"timestamp_format"`
+	// SignedContent is a template for the signed bytes, hmac and
+	// hmac-sha256 only: "{body}", "{timestamp}" (the timestamp as
+	// received), "{timestamp_ms}" (likewise, in unix milliseconds),
+	// "{method}", "{url}" (PublicURL, with the request's query) and
+	// "{header:Name}" are replaced, everything else is literal. Defaults
+	// to "{timestamp}.{body}" with a timestamp, else "{body}". It must
+	// contain "{body}" once; the timestamp is required with
+	// TimestampHeader or TimestampKey and refused without.
 	SignedContent string `yaml:"signed_content"`
 
 	// PublicURL is the webhook URL as the sender sees it (scheme, host,
-	// port, path), for twilio and square, where it is required.
+	// port, path): required for twilio, square, hubspot, mailchimp,
+	// trello, contentful, and hmac with {url}.
 	PublicURL string `yaml:"public_url"`
+
+	// SubscriptionConfirmation says what sns does with a verified
+	// SubscriptionConfirmation: "confirm" (default: it visits the
+	// SubscribeURL, whose host it checks like a certificate's) or "show"
+	// (it logs the URL for an operator to visit). sns only.
+	SubscriptionConfirmation string `yaml:"subscription_confirmation"`
+
+	// SNS replaces where sns fetches signing certificates and confirms
+	// subscriptions from. Not a configuration key: nil (production)
+	// means HTTPS to sns.<region>.amazonaws.com only; tests point it at
+	// a local server with a test CA.
+	SNS *SNSTrust `yaml:"-"`
 
 	// VerifyToken is the token Meta's subscribe handshake carries
 	// (hub.verify_token), for meta only, where it is required.
@@ -146,11 +190,17 @@ func (c Config) WithDefaults() Config {
 			c.Tolerance = paddleTolerance
 		case SchemeLinear:
 			c.Tolerance = linearTolerance
+		case SchemeContentful:
+			c.Tolerance = contentfulTolerance
 		default:
+			if p, ok := hmacPresets[c.Scheme]; ok && p.tolerance != 0 {
+				c.Tolerance = p.tolerance
+				break
+			}
 			c.Tolerance = DefaultTolerance
 		}
 	}
-	if c.Scheme == SchemeHMACSHA256 {
+	if c.Scheme == SchemeHMACSHA256 || c.Scheme == SchemeHMAC {
 		if c.Header == "" {
 			c.Header = "X-Webhook-Signature"
 		}
@@ -158,16 +208,25 @@ func (c Config) WithDefaults() Config {
 			c.Encoding = "hex"
 		}
 		if c.Prefix == nil {
-			p := "sha256="
+			p := ""
+			if c.SignatureKey == "" {
+				p = cmp.Or(c.Algorithm, AlgorithmSHA256) + "="
+			}
 			c.Prefix = &p
 		}
 		if c.SignedContent == "" {
-			if c.TimestampHeader != "" {
+			if c.TimestampHeader != "" || c.TimestampKey != "" {
 				c.SignedContent = "{timestamp}.{body}"
 			} else {
 				c.SignedContent = "{body}"
 			}
 		}
+	}
+	if c.Scheme == SchemeSNS && c.SubscriptionConfirmation == "" {
+		c.SubscriptionConfirmation = SNSConfirm
+	}
+	if c.Scheme == SchemeBigCommerce && c.Header == "" {
+		c.Header = "Authorization"
 	}
 	return c
 }
@@ -201,6 +260,22 @@ type Verifier interface {
 	// ErrMalformedSignature, ErrSignatureMismatch or
 	// ErrTimestampOutsideTolerance.
 	Verify(r Request, now time.Time) error
+}
+
+// contextVerifier is implemented by the schemes whose verification may
+// do I/O (sns fetches its signing certificates).
+type contextVerifier interface {
+	verifyContext(ctx context.Context, r Request, now time.Time) error
+}
+
+// VerifyContext is v.Verify for a caller with a context: a scheme whose
+// verification does I/O (sns) stops when ctx ends. Besides Verify's
+// errors it may return an error wrapping ErrKeyUnavailable.
+func VerifyContext(ctx context.Context, v Verifier, r Request, now time.Time) error {
+	if c, ok := v.(contextVerifier); ok {
+		return c.verifyContext(ctx, r, now)
+	}
+	return v.Verify(r, now)
 }
 
 // scheme is implemented by every scheme: it verifies and it signs.
@@ -273,12 +348,13 @@ func build(cfg Config) (scheme, error) {
 	if cfg.Tolerance > MaxTolerance {
 		return nil, fmt.Errorf("verify.tolerance: must be at most %s: a longer window lets a captured delivery be replayed for that long", MaxTolerance)
 	}
-	if cfg.Scheme != SchemeHMACSHA256 {
+	generic := cfg.Scheme == SchemeHMACSHA256 || cfg.Scheme == SchemeHMAC
+	if !generic {
 		for _, f := range []struct{ key, val string }{
 			{"header", cfg.Header}, {"encoding", cfg.Encoding},
 			{"timestamp_header", cfg.TimestampHeader}, {"signed_content", cfg.SignedContent},
 		} {
-			if f.val != "" {
+			if f.val != "" && !(f.key == "header" && cfg.Scheme == SchemeBigCommerce) {
 				return nil, fmt.Errorf("verify.%s: only used by scheme hmac-sha256, not %s", f.key, cfg.Scheme)
 			}
 		}
@@ -286,8 +362,21 @@ func build(cfg Config) (scheme, error) {
 			return nil, fmt.Errorf("verify.prefix: only used by scheme hmac-sha256, not %s", cfg.Scheme)
 		}
 	}
-	if cfg.Scheme != SchemeTwilio && cfg.Scheme != SchemeSquare && cfg.PublicURL != "" {
-		return nil, fmt.Errorf("verify.public_url: only used by schemes twilio and square, not %s", cfg.Scheme)
+	if cfg.Scheme != SchemeHMAC {
+		for _, f := range []struct{ key, val string }{
+			{"algorithm", cfg.Algorithm}, {"signature_key", cfg.SignatureKey},
+			{"timestamp_key", cfg.TimestampKey}, {"timestamp_format", cfg.TimestampFormat},
+		} {
+			if f.val != "" && !(f.key == "algorithm" && cfg.Scheme == SchemeHMACSHA256) {
+				return nil, fmt.Errorf("verify.%s: only used by scheme hmac, not %s", f.key, cfg.Scheme)
+			}
+		}
+	}
+	if cfg.PublicURL != "" && !slices.Contains(publicURLSchemes, cfg.Scheme) {
+		return nil, fmt.Errorf("verify.public_url: only used by schemes %s, not %s", strings.Join(publicURLSchemes, ", "), cfg.Scheme)
+	}
+	if cfg.Scheme != SchemeSNS && (cfg.SubscriptionConfirmation != "" || cfg.SNS != nil) {
+		return nil, fmt.Errorf("verify.subscription_confirmation: only used by scheme sns, not %s", cfg.Scheme)
 	}
 	if cfg.Scheme != SchemeMeta && cfg.VerifyToken != "" {
 		return nil, fmt.Errorf("verify.verify_token: only used by scheme meta, not %s", cfg.Scheme)
@@ -311,7 +400,8 @@ func build(cfg Config) (scheme, error) {
 			return nil, fmt.Errorf("verify.scheme: unknown scheme %q%s (want one of %s)", cfg.Scheme, suggest.DidYouMean(cfg.Scheme, Schemes), strings.Join(Schemes, ", "))
 		}
 	}
-	if len(cfg.Secrets) == 0 {
+	if len(cfg.Secrets) == 0 && cfg.Scheme != SchemeAsana {
+		// Asana's secret arrives in its handshake (asana.go).
 		return nil, fmt.Errorf("verify.secrets: required for scheme %s", cfg.Scheme)
 	}
 	tol := int64(cfg.Tolerance / time.Second)
@@ -336,6 +426,10 @@ func build(cfg Config) (scheme, error) {
 		return &msgraphScheme{states: cfg.Secrets}, nil
 	case SchemeAdyen: // hex keys
 		return newAdyen(cfg.Secrets)
+	case SchemeTelnyx, SchemeSNS, SchemePostmark, SchemePipedrive, SchemeBigCommerce,
+		SchemeClerk, SchemeResend, SchemePolar, SchemeAsana, SchemeMailchimp, SchemeNetlify,
+		SchemeContentful, SchemeRecurly: // keys, topics, credentials, their own formats
+		return newSender(cfg, tol)
 	}
 	keys := make([][]byte, len(cfg.Secrets))
 	for i, s := range cfg.Secrets {
@@ -376,8 +470,10 @@ func build(cfg Config) (scheme, error) {
 		return newRazorpay(keys), nil
 	case SchemeLinear:
 		return newLinear(keys, cfg.Tolerance), nil
-	default: // SchemeHMACSHA256
+	case SchemeHMACSHA256, SchemeHMAC:
 		return newGeneric(cfg, keys, tol)
+	default: // the HMAC senders of issue 32
+		return newHMACSender(cfg, keys, tol)
 	}
 }
 

@@ -630,7 +630,7 @@ func TestConfigValidate(t *testing.T) {
 		{"twilio relative url", Config{Scheme: "twilio", Secrets: []string{secret}, PublicURL: "/hooks"}, "verify.public_url: want an absolute"},
 		{"twilio ftp url", Config{Scheme: "twilio", Secrets: []string{secret}, PublicURL: "ftp://x/y"}, "verify.public_url: want an absolute"},
 		{"twilio fragment", Config{Scheme: "twilio", Secrets: []string{secret}, PublicURL: "https://x/y#z"}, "verify.public_url"},
-		{"public_url on stripe", Config{Scheme: "stripe", Secrets: []string{secret}, PublicURL: "https://x"}, "verify.public_url: only used by schemes twilio and square"},
+		{"public_url on stripe", Config{Scheme: "stripe", Secrets: []string{secret}, PublicURL: "https://x"}, "verify.public_url: only used by schemes twilio, square"},
 		{"header on github", Config{Scheme: "github", Secrets: []string{secret}, Header: "X-Sig"}, "verify.header: only used by scheme hmac-sha256"},
 		{"prefix on github", Config{Scheme: "github", Secrets: []string{secret}, Prefix: ptr("")}, "verify.prefix: only used"},
 		{"none without allow", Config{Scheme: "none"}, "verify.allow_unsigned: must be true for scheme none"},

@@ -26,6 +26,10 @@ import (
 	"github.com/webhookd/webhookd/jobs"
 )
 
+// PublicURLHere, as a source's PublicURL, stands for the URL the
+// pipeline serves it at (test server's URL + /webhooks/<Name>).
+const PublicURLHere = "{url}"
+
 // Secret signs the test source's webhooks (Stripe scheme).
 const Secret = "whsec_pipeline_test"
 
@@ -45,6 +49,10 @@ type SourceSpec struct {
 	EventType string
 	// Destinations maps destination names to URLs.
 	Destinations map[string]string
+	// Respond and MaxBodyBytes are the source's respond and
+	// max_body_bytes.
+	Respond      *verify.Response
+	MaxBodyBytes int64
 	// Tune, when set, adjusts each destination's spec before it is built
 	// (its filter, forward_headers, signing_secret, …).
 	Tune func(d *jobs.DestinationSpec)
@@ -141,11 +149,12 @@ func Start(t testing.TB, opts Options) *Pipeline {
 	sourceSpecs := make([]webhookd.SourceSpec, 0, len(specs))
 	for _, spec := range specs {
 		vcfg := spec.Verify
-		if (vcfg.Scheme == verify.SchemeTwilio || vcfg.Scheme == verify.SchemeSquare) && vcfg.PublicURL == "" {
+		if (vcfg.Scheme == verify.SchemeTwilio || vcfg.Scheme == verify.SchemeSquare) && vcfg.PublicURL == "" || vcfg.PublicURL == PublicURLHere {
 			vcfg.PublicURL = baseURL + "/webhooks/" + spec.Name
 		}
 		vcfgs[spec.Name] = vcfg
-		ss := webhookd.SourceSpec{Name: spec.Name, SourceSpec: gateway.SourceSpec{Verify: vcfg, EventID: spec.EventID, EventType: spec.EventType}}
+		ss := webhookd.SourceSpec{Name: spec.Name, SourceSpec: gateway.SourceSpec{Verify: vcfg, EventID: spec.EventID, EventType: spec.EventType,
+			Respond: spec.Respond, MaxBodyBytes: spec.MaxBodyBytes}}
 		if opts.OrderEntity != "" {
 			ss.Order = &gateway.OrderSpec{Entity: opts.OrderEntity, Version: opts.OrderVersion}
 		}
