@@ -233,7 +233,7 @@ sources:
 		t.Fatalf("adyen refund: answered %d, want 200 [accepted]", a.code)
 	}
 	for i, copied := range map[string][]byte{
-		"the refund with added whitespace":      append([]byte(" \n"), refund...),
+		"the refund with added whitespace":       append([]byte(" \n"), refund...),
 		"the refund with another unsigned field": bytes.Replace(refund, []byte(`"customer asked"`), []byte(`"again"`), 1),
 	} {
 		if a := post("adyen", http.Header{}, copied); a.code != http.StatusOK {
