@@ -58,8 +58,9 @@ var credentialWords = []string{
 var credentialParts = []string{"auth", "key", "cert", "pass"}
 
 // notCredentials are stored although a credential word or part is in
-// their name: ids (GitLab's event id is Idempotency-Key).
-var notCredentials = []string{"i-twilio-idempotency-token", "idempotency-key"}
+// their name: senders' ids and event names (GitLab's event id is
+// Idempotency-Key; Bitbucket's and Jira's event type is X-Event-Key).
+var notCredentials = []string{"i-twilio-idempotency-token", "idempotency-key", "x-event-key"}
 
 // signatureWords mark a header that is stored masked.
 var signatureWords = []string{"signature", "hmac"}

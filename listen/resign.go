@@ -1,8 +1,6 @@
 package listen
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -41,26 +39,19 @@ func resign(signing admin.SigningJSON, secret string, body []byte, now time.Time
 		return resigned{body: body, header: http.Header{}}, nil
 	case verify.SchemeDiscord, verify.SchemeSendGrid:
 		return resigned{}, fmt.Errorf("%w: scheme %s signs with a private key, not a shared secret", errCannotResign, cfg.Scheme)
-	case verify.SchemeTwilio, verify.SchemeSquare:
-		cfg.PublicURL = forwardTo
+	case verify.SchemeTelnyx, verify.SchemeSNS:
+		return resigned{}, fmt.Errorf("%w: scheme %s signs with a private key, not a shared secret", errCannotResign, cfg.Scheme)
 	case verify.SchemeMeta:
 		// Required to build the scheme; the subscribe handshake's token
 		// plays no part in a signature.
 		cfg.VerifyToken = "webhookd-listen"
-	case verify.SchemeMailgun:
-		var token [16]byte
-		_, _ = rand.Read(token[:])
-		b, err := verify.MailgunSignBody(body, secret, hex.EncodeToString(token[:]), now)
-		if err != nil {
-			return resigned{}, fmt.Errorf("%w: %w", errCannotResign, err)
-		}
-		body = b
-	case verify.SchemeAdyen:
-		b, err := verify.AdyenSignBody(body, secret)
-		if err != nil {
-			return resigned{}, fmt.Errorf("%w: %w", errCannotResign, err)
-		}
-		body = b
+	}
+	if cfg.SignsURL() {
+		cfg.PublicURL = forwardTo // the URL the local app is called at
+	}
+	body, err := verify.SignBody(cfg, body, now)
+	if err != nil {
+		return resigned{}, fmt.Errorf("%w: %w", errCannotResign, err)
 	}
 	header, rawQuery, err := verify.Sign(cfg, body, now, msgID)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"testing"
 	"time"
 
@@ -31,8 +30,10 @@ func TestResignEveryScheme(t *testing.T) {
 			secret := "dev-secret-0123456789"
 			body := []byte(`{"id":"evt_1","type":"invoice.paid","event_id":"evt_1","data":{"object":{"id":"o_1"}}}`)
 			switch scheme {
-			case verify.SchemeStandard:
+			case verify.SchemeStandard, verify.SchemeClerk, verify.SchemeResend:
 				secret = "whsec_ZGV2ZWxvcG1lbnQtc2VjcmV0"
+			case verify.SchemePostmark, verify.SchemePipedrive:
+				secret = "dev:development-password"
 			case verify.SchemeAdyen:
 				secret = "44782def547aaa06c910c43932b1eb0c71fc68d9d0c057550c48ec2acf6ba056"
 				body = []byte(`{"live":"false","notificationItems":[{"NotificationRequestItem":{"amount":{"currency":"EUR","value":1000},"eventCode":"AUTHORISATION","merchantAccountCode":"Demo","merchantReference":"r1","pspReference":"p1","success":"true"}}]}`)
@@ -44,7 +45,7 @@ func TestResignEveryScheme(t *testing.T) {
 			}
 			r, err := resign(signing, secret, body, now, "evt_1", forwardTo)
 			switch scheme {
-			case verify.SchemeDiscord, verify.SchemeSendGrid, verify.SchemeMSGraph:
+			case verify.SchemeDiscord, verify.SchemeSendGrid, verify.SchemeMSGraph, verify.SchemeTelnyx, verify.SchemeSNS:
 				if !errors.Is(err, errCannotResign) {
 					t.Fatalf("resign = %v, want errCannotResign", err)
 				}
@@ -60,7 +61,7 @@ func TestResignEveryScheme(t *testing.T) {
 			}
 			cfg := signing.VerifyConfig()
 			cfg.Secrets = []string{secret}
-			if slices.Contains([]string{verify.SchemeTwilio, verify.SchemeSquare}, scheme) {
+			if cfg.SignsURL() {
 				cfg.PublicURL = forwardTo
 			}
 			if scheme == verify.SchemeMeta {
@@ -92,8 +93,10 @@ func TestResignEveryScheme(t *testing.T) {
 // with.
 func otherSecret(scheme string) string {
 	switch scheme {
-	case verify.SchemeStandard:
+	case verify.SchemeStandard, verify.SchemeClerk, verify.SchemeResend:
 		return "whsec_b3RoZXItc2VjcmV0"
+	case verify.SchemePostmark, verify.SchemePipedrive:
+		return "dev:another-password"
 	case verify.SchemeAdyen:
 		return "55782def547aaa06c910c43932b1eb0c71fc68d9d0c057550c48ec2acf6ba056"
 	}

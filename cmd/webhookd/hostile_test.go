@@ -217,10 +217,32 @@ sources:
 	if err != nil {
 		t.Fatal(err)
 	}
-	adyenID := first("adyen refund", "adyen", http.Header{}, refund)
-	wantDuplicate("adyen: the refund with added whitespace", "adyen", http.Header{}, append([]byte(" \n"), refund...), adyenID)
-	wantDuplicate("adyen: the refund with another unsigned field", "adyen", http.Header{},
-		bytes.Replace(refund, []byte(`"customer asked"`), []byte(`"again"`), 1), adyenID)
+	// Adyen is answered "[accepted]" whatever happened (what it expects):
+	// the database says whether a copy made a new event.
+	adyenEvents := func() (n, deliveries int) {
+		t.Helper()
+		if err := schema.Pool.QueryRow(t.Context(), `SELECT count(*), COALESCE(sum(deliveries), 0) FROM event_deliveries WHERE source = 'adyen'`).
+			Scan(&n, &deliveries); err != nil {
+			t.Fatal(err)
+		}
+		return n, deliveries
+	}
+	// A copy of signed content is answered as its original's duplicate
+	// and writes nothing (not even a delivery count).
+	if a := post("adyen", http.Header{}, refund); a.code != http.StatusOK {
+		t.Fatalf("adyen refund: answered %d, want 200 [accepted]", a.code)
+	}
+	for i, copied := range map[string][]byte{
+		"the refund with added whitespace":       append([]byte(" \n"), refund...),
+		"the refund with another unsigned field": bytes.Replace(refund, []byte(`"customer asked"`), []byte(`"again"`), 1),
+	} {
+		if a := post("adyen", http.Header{}, copied); a.code != http.StatusOK {
+			t.Errorf("adyen: %s: answered %d, want 200 [accepted]", i, a.code)
+		}
+	}
+	if n, deliveries := adyenEvents(); n != 1 || deliveries != 1 {
+		t.Errorf("adyen: %d events with %d deliveries after the refund and two copies, want the refund alone, once", n, deliveries)
+	}
 	for what, alter := range map[string][2]string{
 		"amount 1000.99":        {`"value":1000`, `"value":1000.99`},
 		`amount "1000"`:         {`"value":1000`, `"value":"1000"`},

@@ -63,20 +63,9 @@ func Sign(ev Event, base string, now time.Time) (Request, error) {
 	if len(body) == 0 {
 		body = DefaultBody(ev.Verify, id, now)
 	}
-	var err error
-	if ev.Verify.Scheme == verify.SchemeMailgun && len(ev.Verify.Secrets) > 0 {
-		// Mailgun signs inside the body.
-		var tok [16]byte
-		_, _ = rand.Read(tok[:])
-		if body, err = verify.MailgunSignBody(body, ev.Verify.Secrets[0], hex.EncodeToString(tok[:]), now); err != nil {
-			return Request{}, err
-		}
-	}
-	if ev.Verify.Scheme == verify.SchemeAdyen && len(ev.Verify.Secrets) > 0 {
-		// Adyen signs inside each notification item.
-		if body, err = verify.AdyenSignBody(body, ev.Verify.Secrets[0]); err != nil {
-			return Request{}, err
-		}
+	body, err := verify.SignBody(ev.Verify, body, now)
+	if err != nil {
+		return Request{}, err
 	}
 	header, rawQuery, err := verify.Sign(ev.Verify, body, now, id)
 	if err != nil {

@@ -1,11 +1,15 @@
 package verify
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -325,3 +329,33 @@ func wooPing(_ *genericScheme, r Request, _ time.Time) (Answer, bool, error) {
 }
 
 var wooPingBody = regexp.MustCompile(`^webhook_id=[0-9]{1,20}$`)
+
+// SignsURL reports whether c's signature covers the URL the sender posts
+// to (Config.PublicURL): a sender's stand-in (webhookd listen --resign)
+// signs the URL it posts to.
+func (c Config) SignsURL() bool {
+	if c.Scheme == SchemeHMAC || c.Scheme == SchemeHMACSHA256 {
+		return strings.Contains(c.SignedContent, "{url}")
+	}
+	return slices.Contains(publicURLSchemes, c.Scheme)
+}
+
+// SignBody returns body as cfg's sender sends it: for the schemes that
+// sign inside the body, mailgun (a fresh token) and adyen (each
+// notification item), a copy carrying the signature, signed with the
+// first secret at now; body itself for the others. Call it before Sign,
+// which signs the body it returns.
+func SignBody(cfg Config, body []byte, now time.Time) ([]byte, error) {
+	if len(cfg.Secrets) == 0 {
+		return body, nil
+	}
+	switch cfg.Scheme {
+	case SchemeMailgun:
+		var token [16]byte
+		_, _ = rand.Read(token[:])
+		return MailgunSignBody(body, cfg.Secrets[0], hex.EncodeToString(token[:]), now)
+	case SchemeAdyen:
+		return AdyenSignBody(body, cfg.Secrets[0])
+	}
+	return body, nil
+}
