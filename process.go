@@ -245,9 +245,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		TracerProvider: cfg.TracerProvider,
 		// Asana's handshake secret, learned once, verifies on every replica.
 		HandshakeSecrets: store,
+		// Readiness by role (SPEC): a gateway (and serve) is ready while
+		// Postgres takes writes, Redis down only degrading it; a worker
+		// needs both.
 		Readiness: []gateway.Check{
 			{Name: "postgres", Func: store.Ping},
-			{Name: "redis", Func: pingRedis},
+			{Name: "redis", Func: pingRedis, Degrades: cfg.Roles.Gateway},
 		},
 	}
 	var (
