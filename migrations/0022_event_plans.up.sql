@@ -37,21 +37,22 @@ SELECT CASE
 END
 $$;
 
--- An event's state: the most pressing of its runs' shown statuses
--- (a planned destination without a run counts as queued), received while
--- it has no run and its hand-off is pending, recorded_only for an import
--- recorded as delivered elsewhere that has no run.
+-- An event's state: the most pressing of its runs' shown statuses (a
+-- planned destination without a run counts as queued), then received
+-- while it has no run and its hand-off is pending (an event recorded
+-- before plans were kept), recorded_only for an import recorded as
+-- delivered elsewhere that has no run.
 CREATE FUNCTION webhookd_event_state(handed_off boolean, recorded_only boolean, has_runs boolean, statuses text[])
 RETURNS text LANGUAGE sql IMMUTABLE STRICT AS $$
 SELECT CASE
     WHEN recorded_only AND NOT has_runs THEN 'recorded_only'
-    WHEN NOT handed_off AND NOT has_runs THEN 'received'
     WHEN 'dead' = ANY (statuses) THEN 'dead'
     WHEN 'failed' = ANY (statuses) THEN 'failed'
     WHEN 'retrying' = ANY (statuses) THEN 'retrying'
     WHEN 'held' = ANY (statuses) THEN 'held'
     WHEN 'running' = ANY (statuses) THEN 'running'
     WHEN 'queued' = ANY (statuses) THEN 'queued'
+    WHEN NOT handed_off AND NOT has_runs THEN 'received'
     WHEN 'skipped_stale' = ANY (statuses) AND NOT 'done' = ANY (statuses) THEN 'skipped_stale'
     ELSE 'done'
 END
