@@ -14,6 +14,12 @@ SET statement_timeout = '5min';
 -- reads them. Nothing is rewritten here.
 ALTER TABLE events ADD COLUMN plan text[];
 
+-- Whether the relay handed the event to the queue (its fast path's
+-- enqueue succeeded): a task recovery finds missing for an event it did
+-- not hand off is a routine hand-off (an import, Redis down at ingest, a
+-- full fast path), counted apart from one Redis lost.
+ALTER TABLE event_outbox ADD COLUMN handed_off boolean NOT NULL DEFAULT false;
+
 -- Why a run waits while its destination asked it to (a 429, a 503 with
 -- Retry-After) or another event of its entity is in flight.
 ALTER TABLE job_runs ADD COLUMN hold_reason text;
