@@ -15,7 +15,8 @@ COPY --from=build /out/webhookd /usr/local/bin/webhookd
 COPY compose.webhookd.yaml /etc/webhookd/webhookd.yaml
 USER webhookd
 EXPOSE 8080
-# busybox wget is in the image; /readyz answers 200 once Postgres and Redis do.
+# busybox wget is in the image; /readyz answers 200 once the role's
+# dependencies do (a gateway or serve: Postgres; a worker: Postgres and Redis).
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s \
   CMD wget -qO- http://127.0.0.1:8080/readyz >/dev/null || exit 1
 ENTRYPOINT ["webhookd", "--config", "/etc/webhookd/webhookd.yaml"]

@@ -245,9 +245,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		TracerProvider: cfg.TracerProvider,
 		// Asana's handshake secret, learned once, verifies on every replica.
 		HandshakeSecrets: store,
+		// Readiness by role (SPEC): a gateway (and serve) is ready while
+		// Postgres takes writes, Redis down only degrading it; a worker
+		// needs both.
 		Readiness: []gateway.Check{
 			{Name: "postgres", Func: store.Ping},
-			{Name: "redis", Func: pingRedis},
+			{Name: "redis", Func: pingRedis, Degrades: cfg.Roles.Gateway},
 		},
 	}
 	var (
@@ -269,7 +272,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		// do not pay a statement per event (docs/performance.md).
 		p.batcher = dedupe.NewBatcher(p.pool, dedupe.BatcherConfig{MaxInFlight: 2, Linger: time.Millisecond})
 		rec = withFaults(p.batcher, log)
-		relay := jobs.NewRelay(enqueuer, jobs.RelayConfig{Logger: log, Metrics: metrics, TracerProvider: cfg.TracerProvider})
+		relay := jobs.NewRelay(enqueuer, store, jobs.RelayConfig{Logger: log, Metrics: metrics, TracerProvider: cfg.TracerProvider})
 		handoff = relay
 		p.background.Go(func() { relay.Run(bg) })
 	}

@@ -61,7 +61,11 @@ func TestEventStates(t *testing.T) {
 		runs    []run
 		want    string
 	}{
-		{id: "e-received", pending: true, plan: ab, want: "received"},
+		// Recorded without a plan, its hand-off pending.
+		{id: "e-received", pending: true, want: "received"},
+		// Planned, no destination started yet: queued, whatever the
+		// outbox says.
+		{id: "e-waiting", pending: true, plan: ab, want: "queued"},
 		{id: "e-queued", plan: ab, want: "queued"},
 		{id: "e-half", plan: ab, runs: []run{{dest: "a", gen: 1, status: "done"}}, want: "queued"},
 		{id: "e-done", plan: ab, runs: []run{{dest: "a", gen: 1, status: "done"}, {dest: "b", gen: 1, status: "done"}}, want: "done"},
@@ -160,12 +164,13 @@ func TestEventStates(t *testing.T) {
 		d.Runs[0].HoldReason != "destination asked to wait (HTTP 429)" || d.Runs[0].HoldUntil == nil {
 		t.Errorf("a run the destination held: %+v (%v)", d.Runs, err)
 	}
-	if u := (dedupe.EventDetail{}); len(u.Unstarted()) != 0 {
-		t.Error("an empty detail has unstarted runs")
+	if d, err := b.store.GetEvent(ctx, "src", "e-half"); err != nil || len(d.Waiting) != 1 || d.Waiting[0].Destination != "b" ||
+		d.Waiting[0].Shown != "queued" {
+		t.Errorf("e-half's waiting destinations: %+v (%v), want b queued", d.Waiting, err)
 	}
-	if d, err := b.store.GetEvent(ctx, "src", "e-half"); err != nil || len(d.Unstarted()) != 1 || d.Unstarted()[0].Destination != "b" ||
-		d.Unstarted()[0].Shown != "queued" {
-		t.Errorf("e-half's unstarted runs: %+v (%v), want b queued", d.Unstarted(), err)
+	if d, err := b.store.GetEvent(ctx, "src", "e-queued", held...); err != nil || len(d.Waiting) != 2 || d.Waiting[0].Shown != "held" ||
+		d.Waiting[0].HoldReason != "paused" || d.Waiting[1].Shown != "queued" {
+		t.Errorf("e-queued's waiting destinations with a paused: %+v (%v), want a held (paused), b queued", d.Waiting, err)
 	}
 	byStatus, err := b.store.ListEvents(ctx, dedupe.EventFilter{Status: "held", RunDestination: "a", Held: held})
 	if err != nil {
@@ -176,8 +181,8 @@ func TestEventStates(t *testing.T) {
 		ids = append(ids, e.ExternalID)
 	}
 	slices.Sort(ids)
-	// e-received's a is planned, not started, and held by the pause too.
-	if want := []string{"e-held", "e-queued", "e-received", "e-replayed", "e-retrying"}; !slices.Equal(ids, want) {
+	// e-waiting's a is planned, not started, and held by the pause too.
+	if want := []string{"e-held", "e-queued", "e-replayed", "e-retrying", "e-waiting"}; !slices.Equal(ids, want) {
 		t.Errorf("events with a's run held: %v, want %v", ids, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,26 +24,12 @@ type EventDetail struct {
 	TraceParent string
 	// Runs lists every run of the event, by destination then generation.
 	Runs []Run
+	// Waiting are the destinations of its plan that have no run yet, each
+	// shown queued, or held by its destination (with the reason).
+	Waiting []Run
 	// Attempts is the log of destination calls of those runs, oldest
 	// first (at most the latest 500).
 	Attempts []Attempt
-}
-
-// Unstarted returns the destinations the event was planned for that have
-// no run yet, each with its shown status (queued, or held by its
-// destination): a run waiting to start.
-func (d EventDetail) Unstarted() []Run {
-	var out []Run
-	for i, dest := range d.RunDestinations {
-		started := false
-		for _, r := range d.Runs {
-			started = started || r.Destination == dest
-		}
-		if !started && i < len(d.RunStatuses) {
-			out = append(out, Run{Destination: dest, Shown: d.RunStatuses[i]})
-		}
-	}
-	return out
 }
 
 // Run is one job_runs row.
@@ -77,6 +64,21 @@ type Run struct {
 	// it goes on by itself (nil: until an operator resumes it).
 	HoldReason string
 	HoldUntil  *time.Time
+}
+
+// waiting returns the destinations of d's plan without a run (the rows
+// shownRunsSQL counted queued), each queued or held by its destination.
+func waiting(d EventDetail, held []HeldDestination) []Run {
+	var out []Run
+	for _, dest := range d.Plan {
+		if slices.ContainsFunc(d.Runs, func(r Run) bool { return r.Destination == dest }) {
+			continue
+		}
+		r := Run{Destination: dest, Shown: ShownQueued}
+		r.hold(held, d.Source)
+		out = append(out, r)
+	}
+	return out
 }
 
 // hold shows r held by its destination (HeldDestination) when it would
@@ -202,6 +204,7 @@ func (s *Store) GetEvent(ctx context.Context, source, externalID string, held ..
 		for i := range d.Runs {
 			d.Runs[i].hold(held, source)
 		}
+		d.Waiting = waiting(d, held)
 		keys := make([]string, len(d.Runs))
 		for i, r := range d.Runs {
 			keys[i] = r.Key

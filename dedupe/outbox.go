@@ -53,6 +53,10 @@ type UnsettledEvent struct {
 	// TraceParent is the event's traceparent (Event.TraceParent), or
 	// empty.
 	TraceParent string
+	// HandedOff is true when the relay enqueued the event's tasks
+	// ([Store.MarkHandedOff]): a task of it missing from the queue now
+	// was lost there, not never written.
+	HandedOff bool
 }
 
 // OutboxCursor is where a walk through the outbox resumes: after the
@@ -73,7 +77,7 @@ SELECT o.source, o.external_id, o.received_at,
        ARRAY(SELECT r.destination FROM job_runs r
              WHERE r.source = o.source AND r.external_id = o.external_id AND r.generation = 1),
        ` + traceParentSQL("o.source", "o.external_id") + `,
-       e.event_type, e.plan
+       e.event_type, e.plan, o.handed_off
 FROM event_outbox o
 LEFT JOIN LATERAL (SELECT event_type, plan FROM events
                    WHERE source = o.source AND external_id = o.external_id OFFSET 0) e ON true
@@ -99,7 +103,7 @@ func (s *Store) UnsettledEvents(ctx context.Context, after OutboxCursor, minAge 
 			ev  UnsettledEvent
 			typ *string
 		)
-		if err := rows.Scan(&ev.Source, &ev.ExternalID, &ev.ReceivedAt, &ev.Claimed, &ev.TraceParent, &typ, &ev.Plan); err != nil {
+		if err := rows.Scan(&ev.Source, &ev.ExternalID, &ev.ReceivedAt, &ev.Claimed, &ev.TraceParent, &typ, &ev.Plan, &ev.HandedOff); err != nil {
 			return nil, OutboxCursor{}, fmt.Errorf("error reading the outbox: %w", err)
 		}
 		if typ != nil {
@@ -185,6 +189,30 @@ func (s *Store) SetPlans(ctx context.Context, refs []EventRef) error {
 	}
 	if _, err := s.pool.Exec(ctx, setPlansSQL, cols.sources, cols.externalIDs, cols.plans); err != nil {
 		return fmt.Errorf("error keeping events' plans: %w", err)
+	}
+	return nil
+}
+
+// markHandedOffSQL marks the outbox rows of events ($1, $2) whose tasks
+// the relay enqueued, in key order (concurrent relays never deadlock);
+// rows already settled are gone and skipped.
+const markHandedOffSQL = `
+UPDATE event_outbox o SET handed_off = true
+FROM (SELECT * FROM unnest($1::text[], $2::text[]) AS u(s, x) ORDER BY s, x) u
+WHERE o.source = u.s AND o.external_id = u.x AND NOT o.handed_off`
+
+// MarkHandedOff records that the relay enqueued the tasks of refs, so
+// recovery tells a task Redis lost from one never written.
+func (s *Store) MarkHandedOff(ctx context.Context, refs []EventRef) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	sources, ids := make([]string, len(refs)), make([]string, len(refs))
+	for i, r := range refs {
+		sources[i], ids[i] = r.Source, r.ExternalID
+	}
+	if _, err := s.pool.Exec(ctx, markHandedOffSQL, sources, ids); err != nil {
+		return fmt.Errorf("error marking events handed off: %w", err)
 	}
 	return nil
 }

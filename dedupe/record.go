@@ -195,10 +195,12 @@ func recordCTEsSQL(from string) string {
 func recordReportSQL(extra string) string {
 	return `
 SELECT r.source, r.external_id, r.deliveries, r.inserted, r.pending,
-       -- A new event is 'received' (webhookd_event_state for an event
-       -- not handed off, with no runs), written out: the function would
-       -- only compute that constant, on the hot path, for every new event.
-       CASE WHEN r.inserted THEN 'received' ELSE ` + repeatStateSQL("r") + ` END,
+       -- A new event has no runs: its state (webhookd_event_state) is
+       -- queued when planned for a destination, done when planned for
+       -- none, received without a plan; written out, so the hot path
+       -- looks nothing up for a new event.
+       CASE WHEN NOT r.inserted THEN ` + repeatStateSQL("r") + `
+            WHEN i.pl IS NULL THEN 'received' WHEN i.pl = '' THEN 'done' ELSE 'queued' END,
        r.visible` + extra + `
 FROM checked r JOIN input i ON i.s = r.source AND i.x = r.external_id`
 }

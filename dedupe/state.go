@@ -42,7 +42,8 @@ const (
 //     of its latest runs (highest generation per destination) and a
 //     queued (or held) one for each destination of its plan without a
 //     run: failed or dead first, then retrying, held, running, queued;
-//     received while it has no run and its hand-off is pending;
+//     then received while it has no run and its hand-off is pending (an
+//     event recorded before plans were kept, or without a plan);
 //     recorded_only for an import recorded as delivered elsewhere with no
 //     run; else done (skipped_stale when every run was skipped).
 //

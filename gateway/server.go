@@ -36,6 +36,11 @@ type handoff interface {
 type Check struct {
 	Name string
 	Func func(ctx context.Context) error
+	// Degrades marks a dependency the process does its job without, for
+	// a while: a gateway records webhooks with Redis down (the relay
+	// hands them off later). When it fails the process stays ready, and
+	// says it is degraded.
+	Degrades bool
 }
 
 // Config configures the Server.
@@ -235,15 +240,18 @@ func (s *Server) readyz(c echo.Context) error {
 		wg.Go(func() { errs[i] = chk.Func(ctx) })
 	}
 	wg.Wait()
-	status := map[string]string{}
+	status := map[string]any{}
 	code := http.StatusOK
 	for i, chk := range s.cfg.Readiness {
-		if errs[i] != nil {
+		switch {
+		case errs[i] == nil:
+			status[chk.Name] = "ok"
+		case chk.Degrades:
+			status[chk.Name], status["degraded"] = "unreachable", true
+		default:
 			status[chk.Name] = "unreachable"
 			code = http.StatusServiceUnavailable
-			continue
 		}
-		status[chk.Name] = "ok"
 	}
 	return c.JSON(code, status)
 }

@@ -229,17 +229,21 @@ var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`
 type taskAction string
 
 const (
-	taskPending  taskAction = "pending"
-	taskWaiting  taskAction = "waiting"
-	taskActive   taskAction = "active"
-	taskWritten  taskAction = "written"
-	taskRescued  taskAction = "rescued"
-	taskHastened taskAction = "hastened"
-	taskRevived  taskAction = "revived"
+	taskPending taskAction = "pending"
+	taskWaiting taskAction = "waiting"
+	taskActive  taskAction = "active"
+	taskWritten taskAction = "written"
+	// taskHandedOff is taskWritten for an event the relay never enqueued:
+	// recovery's routine hand-off, not a task Redis lost (the reconciler
+	// tells them apart; the script writes both).
+	taskHandedOff taskAction = "handed_off"
+	taskRescued   taskAction = "rescued"
+	taskHastened  taskAction = "hastened"
+	taskRevived   taskAction = "revived"
 )
 
 // taskActions lists every taskAction, for metrics that exist at zero.
-var taskActions = []taskAction{taskPending, taskWaiting, taskActive, taskWritten, taskRescued, taskHastened, taskRevived}
+var taskActions = []taskAction{taskPending, taskWaiting, taskActive, taskWritten, taskHandedOff, taskRescued, taskHastened, taskRevived}
 
 // writeTasks enqueues the tasks whose ids are not taken, one script call
 // per queue (shard) and 500 tasks: a script's keys are all of one queue,

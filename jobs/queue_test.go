@@ -374,7 +374,7 @@ func startFastPath(t *testing.T, linger time.Duration) *fastPath {
 	}
 	calls := &scriptCalls{}
 	r.Client.AddHook(calls)
-	relay := jobs.NewRelay(jobs.NewEnqueuer(r.Client, r.Queue, routes), jobs.RelayConfig{Linger: linger, Logger: testLogger(t)})
+	relay := jobs.NewRelay(jobs.NewEnqueuer(r.Client, r.Queue, routes), nil, jobs.RelayConfig{Linger: linger, Logger: testLogger(t)})
 	ctx, cancel := context.WithCancel(testCtx(t))
 	done := make(chan struct{})
 	go func() { defer close(done); relay.Run(ctx) }()

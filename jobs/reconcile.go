@@ -312,6 +312,7 @@ func (r *Reconciler) outbox(ctx context.Context, rep *PassReport, deadline time.
 					payload:     DeliverPayload{Source: ev.Source, EventID: ev.ExternalID, Destination: name},
 					rescue:      ev.ReceivedAt.Before(orphanedBefore),
 					traceParent: ev.TraceParent,
+					handOff:     !ev.HandedOff,
 				})
 			}
 			if missing == 0 {
@@ -347,6 +348,10 @@ type pendingTask struct {
 	rescue   bool
 	// traceParent is the event's, for the span of what recovery did.
 	traceParent string
+	// handOff is true for an event the relay never enqueued (an import,
+	// Redis down at ingest, a full fast path): writing its task is the
+	// hand-off, routine, not a task Redis lost.
+	handOff bool
 }
 
 // runTask is the task of run.
@@ -393,13 +398,16 @@ func (r *Reconciler) ensure(ctx context.Context, rep *PassReport, tasks []pendin
 			continue // not checked: the script call failed
 		}
 		rep.Checked++
+		t := kept[i]
+		if a == taskWritten && t.handOff {
+			a = taskHandedOff
+		}
 		r.cfg.Metrics.taskAction(string(a))
 		msg, level := taskActionMessage(a)
 		if msg == "" {
 			continue
 		}
 		rep.Actions[string(a)]++
-		t := kept[i]
 		r.traceRecovery(t, why, string(a))
 		r.cfg.Logger.Log(ctx, level, msg,
 			slog.String("source", t.payload.Source), slog.String("event_id", t.payload.EventID),
@@ -415,6 +423,8 @@ func taskActionMessage(a taskAction) (string, slog.Level) {
 	switch a {
 	case taskWritten:
 		return "task missing from the queue (Redis lost it); written again", slog.LevelWarn
+	case taskHandedOff:
+		return "event handed to the queue by recovery (the relay had not enqueued it)", slog.LevelInfo
 	case taskRescued:
 		return "task held by a worker that is gone; put back on the queue", slog.LevelWarn
 	case taskHastened:

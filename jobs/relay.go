@@ -55,6 +55,7 @@ func (c RelayConfig) WithDefaults() RelayConfig {
 // enqueue, a full channel, Redis losing the task later).
 type Relay struct {
 	enqueuer *Enqueuer
+	marker   handOffMarker
 	cfg      RelayConfig
 	fast     chan notified
 	tracer   trace.Tracer // nil when tracing is off
@@ -68,11 +69,20 @@ type notified struct {
 	at   time.Time
 }
 
-// NewRelay returns a Relay; call Run to start it.
-func NewRelay(enqueuer *Enqueuer, cfg RelayConfig) *Relay {
+// handOffMarker records in Postgres the events the relay enqueued;
+// *dedupe.Store satisfies it.
+type handOffMarker interface {
+	MarkHandedOff(ctx context.Context, refs []dedupe.EventRef) error
+}
+
+// NewRelay returns a Relay that marks the events it enqueues with marker
+// (nil: none), so recovery counts a task it writes for an unmarked event
+// as a routine hand-off, not as one Redis lost; call Run to start it.
+func NewRelay(enqueuer *Enqueuer, marker handOffMarker, cfg RelayConfig) *Relay {
 	cfg = cfg.WithDefaults()
 	return &Relay{
 		enqueuer: enqueuer,
+		marker:   marker,
 		cfg:      cfg,
 		fast:     make(chan notified, cfg.BatchSize*16),
 		tracer:   tracing.Tracer(cfg.TracerProvider),
@@ -195,5 +205,13 @@ func (r *Relay) handOff(ctx context.Context, batch []notified) {
 		r.cfg.Metrics.enqueueFailed()
 		r.cfg.Logger.WarnContext(ctx, "hand-off to the queue failed; the reconciler writes the tasks once Redis answers",
 			slog.Int("events", len(batch)), slog.String("error", err.Error()))
+		return
+	}
+	if r.marker == nil {
+		return
+	}
+	if err := r.marker.MarkHandedOff(ctx, refs); err != nil {
+		// Only the loss signal's precision depends on it.
+		r.cfg.Logger.DebugContext(ctx, "could not mark events handed off", slog.Int("events", len(batch)), slog.String("error", err.Error()))
 	}
 }

@@ -169,7 +169,7 @@ func TestRelayHandOffSpan(t *testing.T) {
 	tr := newTraced(t)
 	r := redistest.New(t)
 	routes := jobs.Routes{"src": {"dst": buildDestination(t, jobs.DestinationSpec{Name: "dst"})}}
-	relay := jobs.NewRelay(jobs.NewEnqueuer(r.Client, r.Queue, routes), jobs.RelayConfig{Linger: time.Millisecond, Logger: testLogger(t), TracerProvider: tr.tp})
+	relay := jobs.NewRelay(jobs.NewEnqueuer(r.Client, r.Queue, routes), nil, jobs.RelayConfig{Linger: time.Millisecond, Logger: testLogger(t), TracerProvider: tr.tp})
 	ctx, cancel := context.WithCancel(testCtx(t))
 	done := make(chan struct{})
 	go func() { defer close(done); relay.Run(ctx) }()

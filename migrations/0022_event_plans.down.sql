@@ -9,3 +9,4 @@ ALTER TABLE job_runs ADD CONSTRAINT job_runs_status_check
     CHECK (status IN ('running', 'done', 'failed', 'dead', 'skipped_stale'));
 ALTER TABLE job_runs DROP COLUMN hold_reason;
 ALTER TABLE events DROP COLUMN plan;
+ALTER TABLE event_outbox DROP COLUMN handed_off;

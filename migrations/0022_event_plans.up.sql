@@ -14,6 +14,12 @@ SET statement_timeout = '5min';
 -- reads them. Nothing is rewritten here.
 ALTER TABLE events ADD COLUMN plan text[];
 
+-- Whether the relay handed the event to the queue (its fast path's
+-- enqueue succeeded): a task recovery finds missing for an event it did
+-- not hand off is a routine hand-off (an import, Redis down at ingest, a
+-- full fast path), counted apart from one Redis lost.
+ALTER TABLE event_outbox ADD COLUMN handed_off boolean NOT NULL DEFAULT false;
+
 -- Why a run waits while its destination asked it to (a 429, a 503 with
 -- Retry-After) or another event of its entity is in flight.
 ALTER TABLE job_runs ADD COLUMN hold_reason text;
@@ -37,21 +43,22 @@ SELECT CASE
 END
 $$;
 
--- An event's state: the most pressing of its runs' shown statuses
--- (a planned destination without a run counts as queued), received while
--- it has no run and its hand-off is pending, recorded_only for an import
--- recorded as delivered elsewhere that has no run.
+-- An event's state: the most pressing of its runs' shown statuses (a
+-- planned destination without a run counts as queued), then received
+-- while it has no run and its hand-off is pending (an event recorded
+-- before plans were kept), recorded_only for an import recorded as
+-- delivered elsewhere that has no run.
 CREATE FUNCTION webhookd_event_state(handed_off boolean, recorded_only boolean, has_runs boolean, statuses text[])
 RETURNS text LANGUAGE sql IMMUTABLE STRICT AS $$
 SELECT CASE
     WHEN recorded_only AND NOT has_runs THEN 'recorded_only'
-    WHEN NOT handed_off AND NOT has_runs THEN 'received'
     WHEN 'dead' = ANY (statuses) THEN 'dead'
     WHEN 'failed' = ANY (statuses) THEN 'failed'
     WHEN 'retrying' = ANY (statuses) THEN 'retrying'
     WHEN 'held' = ANY (statuses) THEN 'held'
     WHEN 'running' = ANY (statuses) THEN 'running'
     WHEN 'queued' = ANY (statuses) THEN 'queued'
+    WHEN NOT handed_off AND NOT has_runs THEN 'received'
     WHEN 'skipped_stale' = ANY (statuses) AND NOT 'done' = ANY (statuses) THEN 'skipped_stale'
     ELSE 'done'
 END

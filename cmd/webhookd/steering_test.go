@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
+
 	"github.com/webhookd/webhookd/internal/testkit/pgtest"
 	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 	"github.com/webhookd/webhookd/internal/testkit/proctest"
@@ -254,8 +256,11 @@ func TestSteeringCircuit(t *testing.T) {
 }
 
 // TestSteeringPauseAcrossProcesses: a destination paused with the CLI gets
-// no call on any worker while paused; events are still accepted; after
-// resume each is delivered once.
+// no call on any worker while paused; events are still accepted, and
+// shown held (paused, until resumed) by the CLI's list and detail; the
+// holds are no failures in Asynq's queue statistics (what its dashboard's
+// error rate reads) and spend no attempt; after resume each is delivered
+// once.
 func TestSteeringPauseAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	bin := proctest.Binary(t)
@@ -288,6 +293,22 @@ func TestSteeringPauseAcrossProcesses(t *testing.T) {
 	if out := cli("destinations", "list"); !strings.Contains(out, "paused") || !strings.Contains(out, "owner's incident") {
 		t.Fatalf("list while paused:\n%s", out)
 	}
+	if out := cli("events", "list", "--state", "held"); !strings.Contains(out, "10 events match") {
+		t.Errorf("events list --state held while paused:\n%s", out)
+	}
+	if out := cli("events", "show", "test", ids[0]); !strings.Contains(out, "held (paused, until resumed)") {
+		t.Errorf("events show while paused:\n%s", out)
+	}
+	queueFailures := func() (failed, processed int) {
+		info, err := asynq.NewInspectorFromRedisClient(rdb.Client).GetQueueInfo(rdb.Queue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.FailedTotal, info.ProcessedTotal
+	}
+	if failed, processed := queueFailures(); failed != 0 {
+		t.Errorf("while paused: the queue counts %d failures of %d processed; holds are no failures", failed, processed)
+	}
 	resumedAt := time.Now()
 	cli("destinations", "resume", "test", "sink")
 	pipelinetest.Eventually(t, 30*time.Second, "every event delivered after the resume", func() bool {
@@ -304,5 +325,11 @@ func TestSteeringPauseAcrossProcesses(t *testing.T) {
 		if n != 1 {
 			t.Errorf("%s delivered %d times", k, n)
 		}
+	}
+	if failed, _ := queueFailures(); failed != 0 {
+		t.Errorf("after the resume: the queue counts %d failures; no call failed", failed)
+	}
+	if n := schema.Int(t, `SELECT count(*) FROM job_runs WHERE attempts > 0`); n != 0 {
+		t.Errorf("%d runs spent an attempt on the pause", n)
 	}
 }

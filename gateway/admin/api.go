@@ -73,8 +73,11 @@ type EventDetailJSON struct {
 	// TraceID is the id of the event's trace (every span from its
 	// request to its destination calls), when it was recorded with
 	// tracing on.
-	TraceID  string        `json:"trace_id,omitempty"`
-	Runs     []RunJSON     `json:"runs"`
+	TraceID string    `json:"trace_id,omitempty"`
+	Runs    []RunJSON `json:"runs"`
+	// Waiting are the destinations of its plan that have no run yet:
+	// status queued, or held with the reason.
+	Waiting  []RunJSON     `json:"waiting"`
 	Attempts []AttemptJSON `json:"attempts"`
 }
 
@@ -165,6 +168,10 @@ func toDetailJSON(d dedupe.EventDetail, signatureHeader string) EventDetailJSON 
 			rj.NextTryAt = r.RetryAt
 		}
 		out.Runs = append(out.Runs, rj)
+	}
+	out.Waiting = []RunJSON{}
+	for _, r := range d.Waiting {
+		out.Waiting = append(out.Waiting, RunJSON{Destination: r.Destination, Status: r.Shown, HoldReason: r.HoldReason, HoldUntil: r.HoldUntil})
 	}
 	for _, at := range d.Attempts {
 		aj := AttemptJSON{

@@ -99,14 +99,6 @@ func fromNow(t time.Time) string {
 	return (-d).String() + " ago"
 }
 
-func hasRun(runs []admin.RunJSON, dest string) bool {
-	for _, r := range runs {
-		if r.Destination == dest {
-			return true
-		}
-	}
-	return false
-}
 
 // handedOff says whether an event's tasks are in the queue.
 func handedOff(e admin.EventJSON) string {
@@ -116,7 +108,7 @@ func handedOff(e admin.EventJSON) string {
 	case e.HandedOff:
 		return "yes"
 	}
-	return "pending (the relay will enqueue it)"
+	return "not yet: some planned destination has not started (its task waits in the queue, or the relay hands it off)"
 }
 
 func printEvent(w io.Writer, d admin.EventDetailJSON) error {
@@ -154,10 +146,8 @@ func printEvent(w io.Writer, d admin.EventDetailJSON) error {
 		}
 		fmt.Fprintf(tw, "  %s\t%d\t%s\t%d/%d\t%d\t%s\t%s\n", r.Key, r.Generation, runStatus(r), r.Attempts, r.MaxAttempts, r.Calls, by, note)
 	}
-	for i, dest := range d.RunDestinations {
-		if !hasRun(d.Runs, dest) && i < len(d.RunStatuses) {
-			fmt.Fprintf(tw, "  (%s: not started)\t\t%s\t\t0\t\tplanned, waiting for a worker\n", dest, d.RunStatuses[i])
-		}
+	for _, r := range d.Waiting {
+		fmt.Fprintf(tw, "  (%s: not started)\t\t%s\t\t0\t\tplanned\n", r.Destination, runStatus(r))
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\nattempts:")
