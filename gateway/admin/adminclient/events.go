@@ -99,7 +99,6 @@ func fromNow(t time.Time) string {
 	return (-d).String() + " ago"
 }
 
-
 // handedOff says whether an event's tasks are in the queue.
 func handedOff(e admin.EventJSON) string {
 	switch {
