@@ -262,8 +262,8 @@ func TestReconcilerHandsOffUnclaimedEvents(t *testing.T) {
 	rec := jobs.NewReconciler(b.store, q.enqueuer, jobs.ReconcilerConfig{MinAge: time.Millisecond, Logger: testLogger(t)})
 	time.Sleep(10 * time.Millisecond)
 	rep, err := rec.Pass(testCtx(t))
-	if err != nil || rep.Actions["written"] != 5 || rep.Settled != 0 {
-		t.Fatalf("first pass: %+v, %v; want 5 tasks written, nothing settled", rep, err)
+	if err != nil || rep.Actions["handed_off"] != 5 || rep.Settled != 0 {
+		t.Fatalf("first pass: %+v, %v; want 5 tasks handed off, nothing settled", rep, err)
 	}
 	pipelinetest.Eventually(t, 10*time.Second, "5 deliveries", func() bool { return len(d.Calls()) == 5 })
 	pipelinetest.Eventually(t, 10*time.Second, "5 runs done", func() bool {

@@ -165,8 +165,8 @@ func TestShardCountChange(t *testing.T) {
 	rec := jobs.NewReconciler(b.store, jobs.NewShardedEnqueuer(r.Client, shards, b.routes),
 		jobs.ReconcilerConfig{MinAge: time.Millisecond, Logger: testLogger(t)})
 	rep, err := rec.Pass(ctx)
-	if err != nil || rep.Actions["written"] != events {
-		t.Fatalf("pass: %+v, %v; want %d tasks written into their new shards", rep, err, events)
+	if err != nil || rep.Actions["handed_off"] != events {
+		t.Fatalf("pass: %+v, %v; want %d tasks handed off into their new shards", rep, err, events)
 	}
 	insp := asynq.NewInspectorFromRedisClient(r.Client)
 	for _, q := range served {

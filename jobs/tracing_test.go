@@ -233,7 +233,7 @@ func TestRecoveryJoinsEventTrace(t *testing.T) {
 		got[id] = append(got[id], attr(sp, tracing.RecoveryKey).AsString()+"/"+attr(sp, tracing.OutcomeKey).AsString())
 	}
 	want := map[string][]string{
-		"evt_unsent":    {"event not claimed/written"},
+		"evt_unsent":    {"event not claimed/handed_off"},
 		"evt_abandoned": {"lease passed/failed", "lease passed/written"},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
