@@ -13,10 +13,10 @@ import (
 // checkCommand groups the consistency checks an operator (or a cron job)
 // runs against the database.
 func checkCommand() *cobra.Command {
-	check := &cobra.Command{
+	check := groupCommand(&cobra.Command{
 		Use:   "check",
 		Short: "Run consistency checks against the database",
-	}
+	})
 	check.AddCommand(checkDuplicatesCommand())
 	return check
 }
@@ -25,9 +25,10 @@ func checkCommand() *cobra.Command {
 // once and exits non-zero when there are any.
 func checkDuplicatesCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "duplicates",
-		Short: "List keys with more than one successful destination call (exit 1 if any) and calls of unknown outcome",
-		Args:  cobra.NoArgs,
+		Use:        "duplicates",
+		SuggestFor: []string{"dupes", "dups"},
+		Short:      "List keys with more than one successful destination call (exit 1 if any) and calls of unknown outcome",
+		Args:       cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := configFrom(cmd)
 			if err != nil {

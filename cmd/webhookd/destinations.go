@@ -7,10 +7,10 @@ import (
 // destinationsCommand lists the destinations' states and pauses and
 // resumes them, through a running webhookd's admin API.
 func destinationsCommand() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := groupCommand(&cobra.Command{
 		Use:   "destinations",
 		Short: "List destinations with their state; pause and resume one (through a running webhookd's admin API)",
-	}
+	})
 	addServerFlag(cmd)
 	cmd.AddCommand(destinationsListCommand(), destinationsSteerCommand(true), destinationsSteerCommand(false))
 	return cmd

@@ -40,10 +40,10 @@ func openCLI(cmd *cobra.Command) (*cli, func(), error) {
 }
 
 func eventsCommand() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := groupCommand(&cobra.Command{
 		Use:   "events",
 		Short: "List, search and show recorded events (through a running webhookd's admin API)",
-	}
+	})
 	addServerFlag(cmd)
 	cmd.AddCommand(eventsListCommand(), eventsShowCommand())
 	return cmd

@@ -26,18 +26,18 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "webhookd:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
 func rootCommand() *cobra.Command {
-	root := &cobra.Command{
+	root := groupCommand(&cobra.Command{
 		Use:           "webhookd",
 		Short:         "Webhook receiver gateway: every event recorded once, forwarded exactly once",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version(),
-	}
+	})
 	root.PersistentFlags().StringP("config", "f", config.DefaultPath, "config file (YAML)")
 	root.AddCommand(
 		processCommand("serve", "Run the gateway and the worker in one process", webhookd.Roles{Gateway: true, Worker: true}),
@@ -54,6 +54,7 @@ func rootCommand() *cobra.Command {
 		importCommand(),
 		listenCommand(),
 	)
+	markUsage(root)
 	return root
 }
 

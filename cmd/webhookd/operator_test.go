@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -92,6 +93,32 @@ func TestOperatorCommandsOverTheAdminAPI(t *testing.T) {
 		t.Errorf("events list --type charge.*:\n%s", out)
 	}
 	fails(cliToken, "unknown run status", "events", "list", "--status", "bogus")
+	// What the operator mistyped exits 2 (a cron job must not pass on a
+	// typo) and names what was meant.
+	for _, c := range []struct {
+		want string
+		args []string
+	}{
+		{`unknown source "nope"`, []string{"events", "list", "--source", "nope"}},
+		{`unknown destination "snk" (did you mean sink?)`, []string{"events", "list", "--destination", "snk"}},
+		{`"2x" is neither a time`, []string{"events", "list", "--since", "2x"}},
+		{`unknown command "search" for "webhookd events"`, []string{"events", "search", "x"}},
+		{`unknown command "lst" for "webhookd destinations" (did you mean list?)`, []string{"destinations", "lst"}},
+		{"unknown flag: --bogus", []string{"events", "list", "--bogus"}},
+	} {
+		out, err := run(cliToken, c.args...)
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(out, c.want) {
+			t.Errorf("webhookd %s: %v\n%s\nwant exit 2 saying %q", strings.Join(c.args, " "), err, out, c.want)
+		}
+	}
+	check := exec.Command(bin, "check", "dupes")
+	if out, err := check.CombinedOutput(); check.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), `unknown command "dupes" for "webhookd check" (did you mean duplicates?)`) {
+		t.Errorf("webhookd check dupes: %v\n%s\nwant exit 2 naming duplicates", err, out)
+	}
+	if out := ok("events", "list", "--since", "2d"); !strings.Contains(out, "evt_cli_1") {
+		t.Errorf("events list --since 2d:\n%s", out)
+	}
 	var detail admin.EventDetailJSON
 	if err := json.Unmarshal([]byte(ok("events", "show", "stripe", "evt_cli_1", "--json")), &detail); err != nil ||
 		detail.EventID != "evt_cli_1" || len(detail.Runs) != 1 || detail.Runs[0].Status != dedupe.StatusDone {

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/internal/suggest"
 	"github.com/webhookd/webhookd/internal/textfield"
 	"github.com/webhookd/webhookd/jobs"
 )
@@ -121,8 +123,8 @@ func (in filterInput) Shown() map[string]string {
 }
 
 // eventFilter validates in and builds the storage filter: an error wraps
-// ErrBadFilter or textfield.ErrInvalid (400) or jobs.ErrUnknownSource
-// (422). A destination ("*" means any) keeps the events of the sources
+// ErrBadFilter (an unknown state, status, time, source or destination)
+// or textfield.ErrInvalid (400). A destination ("*" means any) keeps the events of the sources
 // that have it, and narrows a status to its runs.
 func (a *Admin) eventFilter(in filterInput, now time.Time) (dedupe.EventFilter, error) {
 	in.Q, in.Type = strings.TrimSpace(in.Q), strings.TrimSpace(in.Type)
@@ -140,7 +142,13 @@ func (a *Admin) eventFilter(in filterInput, now time.Time) (dedupe.EventFilter, 
 	if f.Status != "" && !slices.Contains(RunStatuses, f.Status) {
 		return f, fmt.Errorf("%w: unknown run status %q (want one of %s)", ErrBadFilter, f.Status, strings.Join(RunStatuses, ", "))
 	}
+	if err := a.checkName("source", in.Source, a.sources()); err != nil {
+		return f, err
+	}
 	if in.Destination != "" && in.Destination != jobs.AllDestinations {
+		if err := a.checkName("destination", in.Destination, a.destinationNames()); err != nil {
+			return f, err
+		}
 		f.Sources, f.RunDestination = a.sourcesWith(in.Destination), in.Destination
 	}
 	var err error
@@ -151,6 +159,18 @@ func (a *Admin) eventFilter(in filterInput, now time.Time) (dedupe.EventFilter, 
 		return f, fmt.Errorf("until: %w", err)
 	}
 	return f, nil
+}
+
+// checkName refuses a filter's source or destination name that is not
+// configured (ErrBadFilter, 400), naming the closest and the valid ones:
+// a typo would otherwise read "0 events match". No name, or no
+// configuration to check against, passes.
+func (a *Admin) checkName(kind, name string, configured []string) error {
+	if name == "" || len(configured) == 0 || slices.Contains(configured, name) {
+		return nil
+	}
+	return fmt.Errorf("%w: unknown %s %q%s (configured: %s)", ErrBadFilter, kind, name,
+		suggest.DidYouMean(name, configured), strings.Join(configured, ", "))
 }
 
 // sourcesWith returns the sources that have a destination named name,
@@ -183,7 +203,7 @@ func (a *Admin) destinationNames() []string {
 // ParseTime reads a filter time: RFC 3339 ("2026-01-02T15:04:05Z"), a
 // date-time without zone as the browser's datetime-local sends it (taken
 // as UTC), a date, or a duration meaning that long before now ("24h",
-// "30m"). Empty gives the zero time (no bound). A time before 1970 is
+// "30m", "2d", "1w"). Empty gives the zero time (no bound). A time before 1970 is
 // refused (ErrBadFilter): no event was received then, and the zero time
 // (0001-01-01) would mean no bound at all.
 func ParseTime(s string, now time.Time) (time.Time, error) {
@@ -191,7 +211,7 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+	if d, err := parseAgo(s); err == nil && d >= 0 {
 		return checkFilterTime(s, now.Add(-d))
 	}
 	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
@@ -199,7 +219,23 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 			return checkFilterTime(s, t)
 		}
 	}
-	return time.Time{}, fmt.Errorf("%w: %q is neither a time (2006-01-02T15:04:05Z) nor a duration (24h)", ErrBadFilter, s)
+	return time.Time{}, fmt.Errorf("%w: %q is neither a time (2006-01-02T15:04:05Z) nor a duration (24h, 2d, 1w)", ErrBadFilter, s)
+}
+
+// parseAgo reads a duration as Go writes it ("90m", "24h") or a whole
+// number of days or weeks ("2d", "1w"), which Go's durations lack and an
+// operator looking back at events means most often.
+func parseAgo(s string) (time.Duration, error) {
+	for suffix, unit := range map[string]time.Duration{"d": 24 * time.Hour, "w": 7 * 24 * time.Hour} {
+		if n, ok := strings.CutSuffix(s, suffix); ok {
+			days, err := strconv.Atoi(n)
+			if err != nil || days < 0 || days > 100*365 {
+				return 0, fmt.Errorf("%q is not a whole number of %s", s, suffix)
+			}
+			return time.Duration(days) * unit, nil
+		}
+	}
+	return time.ParseDuration(s)
 }
 
 // checkFilterTime refuses a filter time before 1970.

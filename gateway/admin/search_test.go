@@ -67,10 +67,11 @@ func TestEventSearchAPI(t *testing.T) {
 		{"type=charge", nil},
 		{"status=failed", []string{"ch_9_bad", "evt_1Nx_bad"}},
 		{"destination=billing&status=failed", []string{"ch_9_bad", "evt_1Nx_bad"}},
-		{"destination=nowhere", nil},
 		{"q=evt&status=failed", []string{"evt_1Nx_bad"}},
 		{"q=ch_&type=charge.*&status=done", []string{"ch_9_ok"}},
 		{"q=evt_1N&since=1h&state=done", []string{"evt_1Nx_ok", "evt_1Ny_ok"}},
+		{"q=evt_1N&since=2d&state=done", []string{"evt_1Nx_ok", "evt_1Ny_ok"}},
+		{"since=1w&until=1d", nil},
 	} {
 		var l admin.EventListJSON
 		if code := b.do(t, "GET", "/admin/events?"+c.query, "", &l); code != http.StatusOK {
@@ -85,9 +86,19 @@ func TestEventSearchAPI(t *testing.T) {
 			}
 		}
 	}
-	for _, q := range []string{"status=bogus", "state=bogus", "q=a%00b", "type=%FF"} {
+	for _, q := range []string{"status=bogus", "state=bogus", "q=a%00b", "type=%FF", "since=2x", "since=-1d"} {
 		if code := b.do(t, "GET", "/admin/events?"+q, "", nil); code != http.StatusBadRequest {
 			t.Errorf("?%s: %d, want 400", q, code)
+		}
+	}
+	// An unknown name is a typo to point at, not "0 events match".
+	for q, want := range map[string]string{
+		"destination=biling": `unknown destination "biling" (did you mean billing?)`,
+		"source=strpe":       `unknown source "strpe" (did you mean stripe?)`,
+	} {
+		var e struct{ Error string }
+		if code := b.do(t, "GET", "/admin/events?"+q, "", &e); code != http.StatusBadRequest || !strings.Contains(e.Error, want) {
+			t.Errorf("?%s: %d %q, want 400 saying %s", q, code, e.Error, want)
 		}
 	}
 

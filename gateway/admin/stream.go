@@ -150,11 +150,8 @@ func (a *Admin) streamRequestFrom(c echo.Context) (streamRequest, error) {
 		textInput{"source", r.filter.Source, maxNameBytes}, textInput{"type", r.filter.Type, maxIDBytes}); err != nil {
 		return r, echo.NewHTTPError(http.StatusBadRequest, err.Error())
 	}
-	if r.filter.Source != "" && len(a.cfg.Routes) > 0 {
-		if _, ok := a.cfg.Routes[r.filter.Source]; !ok {
-			return r, echo.NewHTTPError(http.StatusUnprocessableEntity,
-				fmt.Sprintf("unknown source %q (configured: %s)", r.filter.Source, strings.Join(a.sources(), ", ")))
-		}
+	if err := a.checkName("source", r.filter.Source, a.sources()); err != nil {
+		return r, echo.NewHTTPError(http.StatusBadRequest, err.Error())
 	}
 	if r.filter.Type != "" {
 		if _, err := glob.Compile(r.filter.Type); err != nil {

@@ -142,8 +142,8 @@ func TestStreamFollowsRecordedEvents(t *testing.T) {
 }
 
 // TestStreamRefusesBadRequests: the stream needs a token (a read-only
-// one is enough) and answers a value it cannot use with 400 (422 for an
-// unknown source) saying which, before reading anything.
+// one is enough) and answers a value it cannot use (an unknown source
+// too) with 400 saying which, before reading anything.
 func TestStreamRefusesBadRequests(t *testing.T) {
 	t.Parallel()
 	p := streamPipeline(t)
@@ -159,7 +159,7 @@ func TestStreamRefusesBadRequests(t *testing.T) {
 		{streamROToken, url.Values{"after": {"not-a-cursor"}}, http.StatusBadRequest, "after"},
 		{streamROToken, url.Values{"after": {"1.2"}, "since": {"1h"}}, http.StatusBadRequest, "not both"},
 		{streamROToken, url.Values{"since": {"yesterday"}}, http.StatusBadRequest, "since"},
-		{streamROToken, url.Values{"source": {"nope"}}, http.StatusUnprocessableEntity, "unknown source"},
+		{streamROToken, url.Values{"source": {"nope"}}, http.StatusBadRequest, "unknown source"},
 		{streamROToken, url.Values{"type": {"a[b"}}, http.StatusBadRequest, "type"},
 		{streamROToken, url.Values{"limit": {"0"}}, http.StatusBadRequest, "limit"},
 		{streamROToken, url.Values{"wait": {"1m"}}, http.StatusBadRequest, "wait"},
