@@ -114,6 +114,9 @@ type Config struct {
 	// Maintenance tunes retention and the duplicate check; Retention,
 	// Logger and Metrics are set from the process.
 	Maintenance jobs.MaintenanceConfig
+	// Load reads the configuration again for a reload (SIGHUP, POST
+	// /admin/reload); nil means the process cannot reload.
+	Load func(ctx context.Context) (Config, error)
 	// TracerProvider, when set, traces each event from its request to its
 	// destination calls (SPEC; internal/tracing.FromEnv builds it from
 	// OTEL_* variables). Nil turns tracing off. Shutting it down is the
@@ -177,6 +180,12 @@ type Process struct {
 	redis redis.UniversalClient
 	srv   *gateway.Server
 
+	routes  *jobs.RouteTable
+	metrics *jobs.Metrics
+	reloads *prometheus.CounterVec
+	// reloading makes reloads one at a time (SIGHUP and the API).
+	reloading sync.Mutex
+
 	batcher *dedupe.Batcher
 	runs    *dedupe.RunBatcher
 	worker  *jobs.Server
@@ -226,12 +235,15 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 	}
 	withRedisFaults(p.redis, log)
 	shards := jobs.Shards{Queue: cfg.Queue, N: cfg.QueueShards}
-	enqueuer := jobs.NewShardedEnqueuer(p.redis, shards, cfg.Sources.Routes)
+	// Every part reads the routes through one table, which a reload swaps.
+	p.routes = jobs.NewRouteTable(cfg.Sources.Routes)
+	enqueuer := jobs.NewShardedEnqueuer(p.redis, shards, p.routes)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerBuildInfo(reg, ReadBuildInfo())
 	metrics := jobs.NewMetrics(reg)
+	p.metrics, p.reloads = metrics, newReloadMetrics(reg)
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	p.stopBackground = stop
 
@@ -278,7 +290,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 	}
 
 	metrics.RegisterDestinations(cfg.Sources.Routes)
-	destinations := jobs.NewDestinations(store, enqueuer, cfg.Sources.Routes, jobs.DestinationsConfig{Logger: log, Metrics: metrics})
+	destinations := jobs.NewDestinations(store, enqueuer, p.routes, jobs.DestinationsConfig{Logger: log, Metrics: metrics})
 	p.background.Go(func() { destinations.Run(bg) })
 
 	recovery := cfg.Recovery
@@ -292,7 +304,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		p.runs = dedupe.NewRunBatcher(store, dedupe.BatcherConfig{MaxBatch: 128, MaxInFlight: 1})
 		handler := jobs.NewHandler(withRunFaults(p.runs, log), jobs.HandlerConfig{
 			HTTPClient:     &http.Client{Transport: jobs.NewTransport(cfg.AllowLinkLocalDestinations)},
-			Routes:         cfg.Sources.Routes,
+			Routes:         p.routes,
 			Lease:          cfg.Lease,
 			Backoff:        cfg.Worker.Backoff,
 			DefaultHold:    cfg.Worker.DefaultHold,
@@ -332,8 +344,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		ReadOnlyTokens:          cfg.Admin.ReadOnlyTokens,
 		UnsafeTokenlessLoopback: cfg.Admin.UnsafeTokenlessLoopback,
 		Hosts:                   cfg.Admin.Hosts,
-		Routes:                  cfg.Sources.Routes,
-		Sources:                 cfg.Sources.Gateway,
+		Routes:                  p.routes,
+		Sources:                 p.srv.Sources(),
+		Reload:                  p.Reload,
 		Dashboard:               admin.NewDashboard(p.redis, !cfg.Admin.AllowQueueActions),
 		Destinations:            destinations,
 		Logger:                  log,
@@ -341,7 +354,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 	if cfg.Admin.AllowQueueActions && len(cfg.Admin.ReadOnlyTokens) > 0 {
 		admCfg.ReadOnlyDashboard = admin.NewDashboard(p.redis, true)
 	}
-	adm := admin.New(store, jobs.NewReplayer(store, enqueuer, cfg.Sources.Routes, jobs.ReplayerConfig{Logger: log}), admCfg)
+	adm := admin.New(store, jobs.NewReplayer(store, enqueuer, p.routes, jobs.ReplayerConfig{Logger: log}), admCfg)
 	adm.Mount(p.srv.Echo())
 	adm.LogAccess(ctx)
 	metrics.RegisterQueues(shards)

@@ -46,7 +46,7 @@ type SourcesOptions struct {
 // admin all read these; nothing builds them twice.
 type Sources struct {
 	// Gateway holds each source as the gateway receives it, by name.
-	Gateway map[string]gateway.Source
+	Gateway gateway.Sources
 	// Routes holds each source's destinations, by name.
 	Routes jobs.Routes
 	// Specs are the specs, in configuration order.
@@ -58,7 +58,7 @@ type Sources struct {
 // ("sources[1].destinations[0].url").
 func NewSources(specs []SourceSpec, opts SourcesOptions) (*Sources, error) {
 	opts = opts.withDefaults()
-	out := &Sources{Gateway: make(map[string]gateway.Source, len(specs)), Routes: make(jobs.Routes, len(specs)), Specs: specs}
+	out := &Sources{Gateway: make(gateway.Sources, len(specs)), Routes: make(jobs.Routes, len(specs)), Specs: specs}
 	var errs []error
 	for i, spec := range specs {
 		path := field.Index("sources", i)

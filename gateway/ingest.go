@@ -77,7 +77,7 @@ type received struct {
 func (s *Server) receive(c echo.Context, name string, log *slog.Logger) received {
 	req := c.Request()
 	ctx := req.Context()
-	src, ok := s.cfg.Sources[name]
+	src, ok := s.sources.Load()[name]
 	if !ok {
 		return received{err: jobs.ErrUnknownSource}
 	}

@@ -46,7 +46,7 @@ var receivedOutcomes = []string{
 }
 
 // registerSources makes every source's series exist at zero.
-func (m *metrics) registerSources(sources map[string]Source) {
+func (m *metrics) registerSources(sources Sources) {
 	for name := range sources {
 		for _, outcome := range receivedOutcomes {
 			m.received.WithLabelValues(name, outcome)

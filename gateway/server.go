@@ -47,7 +47,7 @@ type Check struct {
 type Config struct {
 	// Sources are the configured senders, by name. With none, the server
 	// only serves health and metrics (a worker process).
-	Sources map[string]Source
+	Sources Sources
 	// MaxBodyBytes caps a webhook's body. Defaults to 1 MiB.
 	MaxBodyBytes int64
 	// MaxBodyBytesInFlight caps the webhook body bytes all requests in
@@ -124,6 +124,7 @@ type Server struct {
 	log      *slog.Logger
 	tracer   trace.Tracer // nil when tracing is off
 	learned  *learnedSecrets
+	sources  *SourceTable // cfg.Sources, then what reloads put in force
 
 	// mu guards the HTTP server Serve starts and whether Shutdown came
 	// first, so a shutdown that races the start never leaves a server
@@ -150,6 +151,7 @@ func New(cfg Config, rec recorder, h handoff) *Server {
 		log:      cfg.Logger,
 		tracer:   tracing.Tracer(cfg.TracerProvider),
 		learned:  newLearnedSecrets(cfg.HandshakeSecrets),
+		sources:  NewSourceTable(cfg.Sources),
 	}
 	s.metrics.registerSources(cfg.Sources)
 	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -177,6 +179,18 @@ func New(cfg Config, rec recorder, h handoff) *Server {
 		e.HEAD(ingestRoute, s.ingest, middleware.ContextTimeout(cfg.RequestTimeout))
 	}
 	return s
+}
+
+// Sources returns the sources in force, for the admin API to read as the
+// gateway does.
+func (s *Server) Sources() SourceLoader { return s.sources }
+
+// SetSources puts sources in force (a reload): requests that already
+// loaded theirs finish with them. A source first named here receives
+// only if the server started with one (its route is mounted at New).
+func (s *Server) SetSources(sources Sources) {
+	s.metrics.registerSources(sources)
+	s.sources.Store(sources)
 }
 
 // Echo returns the underlying Echo instance, for mounting more routes

@@ -39,7 +39,7 @@ type DestinationsConfig struct {
 type Destinations struct {
 	store    destinationStore
 	steering *Steering
-	routes   Routes
+	routes   RouteSource
 	cfg      DestinationsConfig
 
 	mu     sync.RWMutex
@@ -52,7 +52,7 @@ type destinationRef struct{ source, destination string }
 
 // NewDestinations returns the destinations of routes, with a Steering on
 // enqueuer's Redis. Call Run to keep the pauses current.
-func NewDestinations(store destinationStore, enqueuer *Enqueuer, routes Routes, cfg DestinationsConfig) *Destinations {
+func NewDestinations(store destinationStore, enqueuer *Enqueuer, routes RouteSource, cfg DestinationsConfig) *Destinations {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 2 * time.Second
 	}
@@ -198,7 +198,7 @@ func (d *Destinations) List(ctx context.Context) ([]DestinationStatus, error) {
 	firstErr := d.refresh(ctx)
 	redisCtx, cancel := context.WithTimeout(ctx, StateReadTimeout)
 	defer cancel()
-	for source, dests := range d.routes {
+	for source, dests := range d.routes.Load() {
 		for name := range dests {
 			st, err := d.status(redisCtx, source, name)
 			if err != nil && firstErr == nil {
@@ -217,7 +217,7 @@ func (d *Destinations) List(ctx context.Context) ([]DestinationStatus, error) {
 }
 
 func (d *Destinations) status(ctx context.Context, source, name string) (DestinationStatus, error) {
-	dest, ok := d.routes[source][name]
+	dest, ok := d.routes.Load()[source][name]
 	if !ok {
 		return DestinationStatus{}, fmt.Errorf("%w: %s/%s", ErrUnknownDestination, source, name)
 	}
@@ -268,7 +268,7 @@ func (d *Destinations) Resume(ctx context.Context, source, destination, by strin
 // whether it changed anything), reads the pauses again, logs the change
 // when there was one, and returns the destination's status.
 func (d *Destinations) change(ctx context.Context, source, destination string, store func() (bool, error), logChange func(*slog.Logger)) (DestinationStatus, error) {
-	if _, ok := d.routes[source][destination]; !ok {
+	if _, ok := d.routes.Load()[source][destination]; !ok {
 		return DestinationStatus{}, fmt.Errorf("%w: %s/%s", ErrUnknownDestination, source, destination)
 	}
 	changed, err := store()

@@ -45,19 +45,19 @@ type Enqueuer struct {
 	client *asynq.Client // one task per round trip (Enqueue)
 	rdb    redis.UniversalClient
 	shards Shards
-	routes Routes
+	routes RouteSource
 }
 
 // NewEnqueuer returns an Enqueuer on rdb that writes every task to queue
 // (DefaultQueue when empty). Closing rdb is the caller's.
-func NewEnqueuer(rdb redis.UniversalClient, queue string, routes Routes) *Enqueuer {
+func NewEnqueuer(rdb redis.UniversalClient, queue string, routes RouteSource) *Enqueuer {
 	return NewShardedEnqueuer(rdb, Shards{Queue: queue, N: 1}, routes)
 }
 
 // NewShardedEnqueuer returns an Enqueuer on rdb that writes each task to
 // its key's shard (Shards.Of); an empty Queue is DefaultQueue. Closing
 // rdb is the caller's.
-func NewShardedEnqueuer(rdb redis.UniversalClient, shards Shards, routes Routes) *Enqueuer {
+func NewShardedEnqueuer(rdb redis.UniversalClient, shards Shards, routes RouteSource) *Enqueuer {
 	if shards.Queue == "" {
 		shards.Queue = DefaultQueue
 	}
@@ -80,7 +80,7 @@ func (e *Enqueuer) Shards() Shards { return e.shards }
 // the queue (pending, scheduled, retrying, active or archived) counts as
 // queued: it returns nil.
 func (e *Enqueuer) Enqueue(ctx context.Context, p DeliverPayload) error {
-	dest, ok := e.routes[p.Source][p.Destination]
+	dest, ok := e.routes.Load()[p.Source][p.Destination]
 	if !ok {
 		return fmt.Errorf("error enqueuing %s/%s: %w", p.Source, p.Destination, ErrUnknownSource)
 	}
@@ -102,7 +102,7 @@ func (e *Enqueuer) Enqueue(ctx context.Context, p DeliverPayload) error {
 
 // EnqueueEvent enqueues one task per destination of the event's source.
 func (e *Enqueuer) EnqueueEvent(ctx context.Context, source, eventID string) error {
-	dests, ok := e.routes[source]
+	dests, ok := e.routes.Load()[source]
 	if !ok {
 		return fmt.Errorf("error enqueuing event of %s: %w", source, ErrUnknownSource)
 	}
@@ -121,15 +121,16 @@ func (e *Enqueuer) EnqueueEvent(ctx context.Context, source, eventID string) err
 // leaves the tasks already written as they are.
 func (e *Enqueuer) EnqueueEvents(ctx context.Context, refs []dedupe.EventRef) (unrouted []dedupe.EventRef, err error) {
 	tasks := make([]deliverTask, 0, len(refs))
+	routes := e.routes.Load()
 	for _, ref := range refs {
-		dests, ok := e.routes[ref.Source]
+		dests, ok := routes[ref.Source]
 		if !ok {
 			unrouted = append(unrouted, ref)
 			continue
 		}
 		plan := ref.Plan
 		if plan == nil {
-			plan = e.routes.Plan(ref.Source, ref.EventType)
+			plan = routes.Plan(ref.Source, ref.EventType)
 		}
 		for _, name := range plan {
 			dest, configured := dests[name]
@@ -155,7 +156,7 @@ func (e *Enqueuer) EnqueueEvents(ctx context.Context, refs []dedupe.EventRef) (u
 // retrying one is made pending now, and a pending or active one is left
 // as it is. If this fails, the reconciler does it once Redis answers.
 func (e *Enqueuer) Requeue(ctx context.Context, p DeliverPayload) error {
-	dest, ok := e.routes[p.Source][p.Destination]
+	dest, ok := e.routes.Load()[p.Source][p.Destination]
 	if !ok {
 		return fmt.Errorf("error requeuing %s/%s: %w", p.Source, p.Destination, ErrUnknownSource)
 	}

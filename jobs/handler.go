@@ -26,7 +26,7 @@ type runStore interface {
 // HandlerConfig configures the deliver handler.
 type HandlerConfig struct {
 	// Routes says where each source's events go.
-	Routes Routes
+	Routes RouteSource
 	// Lease is how long a claimed run may stay running before recovery
 	// presumes its worker dead. Defaults to dedupe.DefaultLease.
 	Lease time.Duration
@@ -120,7 +120,7 @@ func (h *Handler) Deliver(ctx context.Context, p DeliverPayload) error {
 // the task was held before its claim (steering counts that).
 func (h *Handler) deliver(ctx context.Context, p DeliverPayload) (string, error) {
 	log := loggerFrom(ctx, h.cfg.Logger)
-	dest, ok := h.cfg.Routes[p.Source][p.Destination]
+	dest, ok := h.cfg.Routes.Load()[p.Source][p.Destination]
 	if !ok {
 		log.ErrorContext(ctx, "no such destination in the configuration; dropping task")
 		return "unrouted", fmt.Errorf("destination %s/%s is not configured: %w", p.Source, p.Destination, asynq.SkipRetry)

@@ -153,7 +153,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 		if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil {
 			r.cfg.Logger.WarnContext(ctx, "recovery pass failed; the next pass tries again", slog.String("error", err.Error()))
 		}
-		if n, err := r.store.PendingCount(ctx, slices.Collect(maps.Keys(r.enqueuer.routes))); err == nil {
+		if n, err := r.store.PendingCount(ctx, slices.Collect(maps.Keys(r.enqueuer.routes.Load()))); err == nil {
 			r.cfg.Metrics.backlog(n)
 		}
 	}
@@ -289,15 +289,16 @@ func (r *Reconciler) outbox(ctx context.Context, rep *PassReport, deadline time.
 			settled, planned []dedupe.EventRef
 			tasks            []pendingTask
 		)
+		routes := r.enqueuer.routes.Load()
 		for _, ev := range events {
-			dests, ok := r.enqueuer.routes[ev.Source]
+			dests, ok := routes[ev.Source]
 			if !ok {
 				unrouted++
 				continue
 			}
 			if ev.Plan == nil {
 				// Recorded before plans were kept: planned now, once.
-				ev.Plan = r.enqueuer.routes.Plan(ev.Source, ev.EventType)
+				ev.Plan = routes.Plan(ev.Source, ev.EventType)
 				planned = append(planned, ev.EventRef)
 			}
 			missing := 0
@@ -377,7 +378,7 @@ func (r *Reconciler) ensure(ctx context.Context, rep *PassReport, tasks []pendin
 	reqs := make([]ensureRequest, 0, len(tasks))
 	kept := make([]pendingTask, 0, len(tasks))
 	for _, t := range tasks {
-		dest, ok := r.enqueuer.routes[t.payload.Source][t.payload.Destination]
+		dest, ok := r.enqueuer.routes.Load()[t.payload.Source][t.payload.Destination]
 		if !ok {
 			r.cfg.Metrics.taskAction("unrouted")
 			continue

@@ -92,14 +92,14 @@ type ReplayerConfig struct {
 type Replayer struct {
 	store  replayStore
 	queue  requeuer
-	routes Routes
+	routes RouteSource
 	log    *slog.Logger
 }
 
 // NewReplayer returns a Replayer of the events in store (*dedupe.Store in
 // production) to the destinations of routes, enqueuing through queue
 // (*Enqueuer in production).
-func NewReplayer(store replayStore, queue requeuer, routes Routes, cfg ReplayerConfig) *Replayer {
+func NewReplayer(store replayStore, queue requeuer, routes RouteSource, cfg ReplayerConfig) *Replayer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -180,7 +180,7 @@ func (r *Replayer) Replay(ctx context.Context, req ReplayRequest) (ReplayResult,
 	if err := checkForce(req.Force, req.Destination, req.Reason); err != nil {
 		return res, err
 	}
-	dests, err := r.routes.DestinationNames(req.Source)
+	dests, err := r.routes.Load().DestinationNames(req.Source)
 	if err != nil {
 		return res, err
 	}
@@ -226,6 +226,7 @@ func (r *Replayer) Replay(ctx context.Context, req ReplayRequest) (ReplayResult,
 // only, by an import), the destinations its runs name, or, without runs,
 // the configuration's answer for its type.
 func (r *Replayer) plan(ev dedupe.EventDetail) []string {
+	routes := r.routes.Load()
 	plan := ev.Plan
 	if plan == nil {
 		for _, run := range ev.Runs {
@@ -234,11 +235,11 @@ func (r *Replayer) plan(ev dedupe.EventDetail) []string {
 			}
 		}
 		if plan == nil {
-			plan = r.routes.Plan(ev.Source, ev.EventType)
+			plan = routes.Plan(ev.Source, ev.EventType)
 		}
 	}
 	return slices.DeleteFunc(slices.Clone(plan), func(d string) bool {
-		_, configured := r.routes[ev.Source][d]
+		_, configured := routes[ev.Source][d]
 		return !configured
 	})
 }
@@ -264,7 +265,7 @@ func (r *Replayer) replayDestination(ctx context.Context, log *slog.Logger, req 
 		rr.Key, rr.Generation, rr.Status = run.Key, run.Generation, run.Status
 		p.Generation = run.Generation
 	}
-	maxAttempts := r.routes[req.Source][dest].MaxAttempts
+	maxAttempts := r.routes.Load()[req.Source][dest].MaxAttempts
 
 	switch {
 	case req.Force:
@@ -408,7 +409,7 @@ func (r *Replayer) Bulk(ctx context.Context, req BulkRequest) (BulkResult, error
 		return BulkResult{}, fmt.Errorf("%w: a bulk replay needs a positive limit", ErrBadReplay)
 	}
 	if req.Filter.Source != "" {
-		if _, ok := r.routes[req.Filter.Source]; !ok {
+		if _, ok := r.routes.Load()[req.Filter.Source]; !ok {
 			return BulkResult{}, ErrUnknownSource
 		}
 	}

@@ -3,6 +3,7 @@ package jobs
 import (
 	"maps"
 	"slices"
+	"sync/atomic"
 )
 
 // Routes maps a source name to its destinations by name.
@@ -32,3 +33,33 @@ func (r Routes) DestinationNames(source string) ([]string, error) {
 	}
 	return slices.Sorted(maps.Keys(dests)), nil
 }
+
+// RouteSource gives the routes in force. Routes is one that never
+// changes; a *RouteTable is one a reload swaps. A decision loads once and
+// keeps what it loaded, so a call in flight finishes under the
+// configuration it started with.
+type RouteSource interface {
+	Load() Routes
+}
+
+// Load returns r: fixed routes are their own source.
+func (r Routes) Load() Routes { return r }
+
+// RouteTable holds the routes a reload swaps, for every part of a process
+// at once (gateway plan, hand-off, worker, recovery, replay, admin).
+type RouteTable struct {
+	routes atomic.Pointer[Routes]
+}
+
+// NewRouteTable returns a table holding r.
+func NewRouteTable(r Routes) *RouteTable {
+	t := &RouteTable{}
+	t.Store(r)
+	return t
+}
+
+// Load returns the routes in force.
+func (t *RouteTable) Load() Routes { return *t.routes.Load() }
+
+// Store puts r in force for every decision that loads after it.
+func (t *RouteTable) Store(r Routes) { t.routes.Store(&r) }

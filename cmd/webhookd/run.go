@@ -5,7 +5,11 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/webhookd/webhookd"
 	"github.com/webhookd/webhookd/config"
@@ -21,14 +25,32 @@ func newLogger(level slog.Level) *slog.Logger {
 	return log
 }
 
+// reread loads the configuration file at path again for a reload, as
+// serve started it: with roles r and tracing tp; its warnings are logged.
+func reread(path string, r webhookd.Roles, tp trace.TracerProvider, log *slog.Logger) (webhookd.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return webhookd.Config{}, err
+	}
+	logWarnings(context.Background(), cfg, log)
+	pc := cfg.Process
+	pc.Roles, pc.TracerProvider = r, tp
+	return pc, nil
+}
+
+// logWarnings logs what in cfg works but is unwise.
+func logWarnings(ctx context.Context, cfg *config.Config, log *slog.Logger) {
+	for _, w := range cfg.Warnings {
+		log.WarnContext(ctx, "unwise configuration", slog.String("where", w.Where), slog.String("key", w.Key), slog.String("problem", w.Msg))
+	}
+}
+
 // serve runs a webhookd process with the parts r names until ctx ends or
 // its HTTP server fails, then stops it.
 func serve(ctx context.Context, cfg *config.Config, r webhookd.Roles, log *slog.Logger) error {
 	pcfg := cfg.Process
 	pcfg.Roles = r
-	for _, w := range cfg.Warnings {
-		log.WarnContext(ctx, "unwise configuration", slog.String("where", w.Where), slog.String("key", w.Key), slog.String("problem", w.Msg))
-	}
+	logWarnings(ctx, cfg, log)
 	tp, err := tracing.FromEnv(ctx)
 	if err != nil {
 		return &config.Error{Where: "$OTEL_* (environment)", Msg: err.Error()}
@@ -45,6 +67,14 @@ func serve(ctx context.Context, cfg *config.Config, r webhookd.Roles, log *slog.
 			}
 		}()
 	}
+	if cfg.Path != "" {
+		pcfg.Load = func(context.Context) (webhookd.Config, error) { return reread(cfg.Path, r, pcfg.TracerProvider, log) }
+	}
+	// SIGHUP reloads, as POST /admin/reload does (SPEC); asked for
+	// before Start so no signal in between ends the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	p, err := webhookd.Start(ctx, pcfg, log)
 	if errors.Is(err, webhookd.ErrListen) {
 		return cfg.LocateError("listen", err)
@@ -52,9 +82,17 @@ func serve(ctx context.Context, cfg *config.Config, r webhookd.Roles, log *slog.
 	if err != nil {
 		return err
 	}
-	select {
-	case <-ctx.Done():
-	case err = <-p.Serving():
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			break wait
+		case err = <-p.Serving():
+			break wait
+		case <-hup:
+			// Reload logs what it changed or every problem of the file.
+			_, _ = p.Reload(ctx)
+		}
 	}
 	log.Info("webhookd shutting down")
 	if e := p.Stop(context.Background()); err == nil {

@@ -65,13 +65,16 @@ type Config struct {
 	WrongTokenBurst int
 	// Routes are the configured sources and their destinations, for the
 	// filters and the pages (the Replayer has its own).
-	Routes jobs.Routes
+	Routes jobs.RouteSource
 	// Sources are the configured senders: the event stream says how each
 	// signs (gateway.Source.Signing), never with what secret, and each
 	// source's own signature header (gateway.Source.SignatureHeader) is
 	// shown masked where a destination forwards it and so it is stored
 	// as sent.
-	Sources map[string]gateway.Source
+	Sources gateway.SourceLoader
+	// Reload, when set, reads the configuration again and puts it in
+	// force (POST /admin/reload); nil answers 409.
+	Reload Reloader
 	// Dashboard, when set, is served at /admin/queues/ behind the same
 	// check (see NewDashboard).
 	Dashboard http.Handler
@@ -108,6 +111,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Routes == nil {
+		c.Routes = jobs.Routes{}
+	}
+	if c.Sources == nil {
+		c.Sources = gateway.Sources{}
 	}
 	return c
 }
@@ -201,6 +210,7 @@ func (a *Admin) Mount(e *echo.Echo) {
 	g.GET("/events/:source/:id", a.getEvent)
 	g.POST("/events/:source/:id/replay", a.replayEvent)
 	g.POST("/replay", a.bulkReplayAPI)
+	g.POST("/reload", a.reload)
 
 	g.GET("/", a.browseList)
 	g.GET("/view/:source/:id", a.redirectToEvent)
@@ -241,10 +251,17 @@ func (a *Admin) requestLog(c echo.Context) *slog.Logger {
 	return a.log.With(gateway.RequestAttrs(c)...)
 }
 
+// routes returns the routes in force (a reload swaps them).
+func (a *Admin) routes() jobs.Routes { return a.cfg.Routes.Load() }
+
+// gatewaySources returns the sources in force (a reload swaps them).
+func (a *Admin) gatewaySources() gateway.Sources { return a.cfg.Sources.Load() }
+
 // sources returns the configured source names, sorted.
 func (a *Admin) sources() []string {
-	names := make([]string, 0, len(a.cfg.Routes))
-	for n := range a.cfg.Routes {
+	routes := a.routes()
+	names := make([]string, 0, len(routes))
+	for n := range routes {
 		names = append(names, n)
 	}
 	slices.Sort(names)

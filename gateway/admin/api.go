@@ -273,7 +273,7 @@ func (a *Admin) getEvent(c echo.Context) error {
 	if err != nil {
 		return httpError(err)
 	}
-	return c.JSON(http.StatusOK, toDetailJSON(d, a.cfg.Sources[source].SignatureHeader))
+	return c.JSON(http.StatusOK, toDetailJSON(d, a.gatewaySources()[source].SignatureHeader))
 }
 
 // bindInput reads a POST's optional JSON body into dst (415 for a body

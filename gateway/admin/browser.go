@@ -271,8 +271,8 @@ func (a *Admin) browseEvent(c echo.Context) error {
 	if err != nil {
 		return httpError(err)
 	}
-	dests, _ := a.cfg.Routes.DestinationNames(source)
-	data := eventPage{Event: d, Destinations: dests, Payload: showPayload(d.Payload), Headers: indentJSON(gateway.MaskHeaders(d.Headers, a.cfg.Sources[source].SignatureHeader)), TraceID: traceID(d.TraceParent), Flash: flashes[c.QueryParam("replayed")]}
+	dests, _ := a.routes().DestinationNames(source)
+	data := eventPage{Event: d, Destinations: dests, Payload: showPayload(d.Payload), Headers: indentJSON(gateway.MaskHeaders(d.Headers, a.gatewaySources()[source].SignatureHeader)), TraceID: traceID(d.TraceParent), Flash: flashes[c.QueryParam("replayed")]}
 	if c.QueryParam("error") != "" {
 		data.FlashError = "The replay was recorded but could not be enqueued (is Redis up?). Replay again without force."
 	}

@@ -178,7 +178,7 @@ func (a *Admin) checkName(kind, name string, configured []string) error {
 func (a *Admin) sourcesWith(name string) []string {
 	out := []string{}
 	for _, src := range a.sources() {
-		if _, ok := a.cfg.Routes[src][name]; ok {
+		if _, ok := a.routes()[src][name]; ok {
 			out = append(out, src)
 		}
 	}
@@ -189,7 +189,7 @@ func (a *Admin) sourcesWith(name string) []string {
 // sorted, once each.
 func (a *Admin) destinationNames() []string {
 	var out []string
-	for _, dests := range a.cfg.Routes {
+	for _, dests := range a.routes() {
 		for n := range dests {
 			if !slices.Contains(out, n) {
 				out = append(out, n)

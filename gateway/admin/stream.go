@@ -220,8 +220,8 @@ func (a *Admin) streamEvents(c echo.Context) error {
 	}
 	out := StreamJSON{Events: make([]StreamEventJSON, 0, len(page.Events)), Next: page.Next.String(), More: page.More}
 	for _, ev := range page.Events {
-		out.Events = append(out.Events, streamEventJSON(ev, a.cfg.Sources[ev.Source].SignatureHeader))
-		if src, ok := a.cfg.Sources[ev.Source]; ok {
+		out.Events = append(out.Events, streamEventJSON(ev, a.gatewaySources()[ev.Source].SignatureHeader))
+		if src, ok := a.gatewaySources()[ev.Source]; ok {
 			if out.Sources == nil {
 				out.Sources = map[string]SigningJSON{}
 			}
