@@ -15,8 +15,8 @@ import (
 
 func sendCommand() *cobra.Command {
 	var (
-		source, target, id, bodyArg, contentType, signingKey string
-		n, concurrency                                       int
+		source, target, id, eventType, bodyArg, contentType, signingKey string
+		n, concurrency                                                  int
 	)
 	cmd := &cobra.Command{
 		Use:   "send",
@@ -39,7 +39,8 @@ func sendCommand() *cobra.Command {
 			}
 			vcfg := src.Verify
 			vcfg.SigningKey = signingKey
-			ev := sender.Event{Source: src.Name, Verify: vcfg, EventID: cfg.Process.Sources.Gateway[src.Name].EventID, ID: id, Body: []byte(bodyArg)}
+			gw := cfg.Process.Sources.Gateway[src.Name]
+			ev := sender.Event{Source: src.Name, Verify: vcfg, EventID: gw.EventID, EventType: gw.EventType, ID: id, Type: eventType, Body: []byte(bodyArg)}
 			if strings.HasPrefix(bodyArg, "@") {
 				if ev.Body, err = os.ReadFile(bodyArg[1:]); err != nil {
 					return err
@@ -64,6 +65,7 @@ func sendCommand() *cobra.Command {
 	cmd.Flags().StringVar(&target, "url", "", "gateway base URL (default: from the config's listen)")
 	cmd.Flags().StringVar(&signingKey, "signing-key", "", "the sender's private key, for schemes whose secrets are public keys (discord: hex Ed25519 seed)")
 	cmd.Flags().StringVar(&id, "id", "", "event id (default: a new random one, the same for all copies)")
+	cmd.Flags().StringVar(&eventType, "type", sender.DefaultType, "event type, sent in the type header of senders that name it there (github's X-GitHub-Event, shopify's X-Shopify-Topic, ...)")
 	cmd.Flags().StringVar(&bodyArg, "body", "", "body, or @file (default: a small JSON event)")
 	cmd.Flags().StringVar(&contentType, "content-type", "application/json", "Content-Type of the body (twilio: form or JSON, by the body)")
 	cmd.Flags().IntVarP(&n, "count", "n", 1, "how many copies to send")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/webhookd/webhookd/config"
 	"github.com/webhookd/webhookd/gateway/eventid"
+	"github.com/webhookd/webhookd/gateway/sender"
 	"github.com/webhookd/webhookd/gateway/verify"
 )
 
@@ -27,6 +28,7 @@ type sendReceiver struct {
 	mu       sync.Mutex
 	verifier verify.Verifier
 	idSpec   eventid.Extractor
+	typeSpec *eventid.Extractor
 	calls    []sendCall
 }
 
@@ -34,6 +36,7 @@ type sendCall struct {
 	path, contentType string
 	err               error
 	eventID           string
+	eventType         string
 	body              []byte
 }
 
@@ -47,6 +50,9 @@ func newSendReceiver(t *testing.T) *sendReceiver {
 		call.err = r.verifier.Verify(verify.Request{Method: req.Method, Header: req.Header, Body: body, RawQuery: req.URL.RawQuery}, time.Now())
 		if call.err == nil {
 			call.eventID, call.err = r.idSpec.Extract(req.Header, body)
+		}
+		if call.err == nil && r.typeSpec != nil {
+			call.eventType, _ = r.typeSpec.Extract(req.Header, body)
 		}
 		r.calls = append(r.calls, call)
 		if call.err != nil {
@@ -196,7 +202,7 @@ func TestSendSignsEveryScheme(t *testing.T) {
 				t.Fatalf("config:\n%s\n%v", yamlText, err)
 			}
 			src := cfg.Process.Sources.Gateway[tc.name]
-			recv.verifier, recv.idSpec = src.Verifier, src.EventID
+			recv.verifier, recv.idSpec, recv.typeSpec = src.Verifier, src.EventID, src.EventType
 
 			const id = "evt_send_1"
 			var out bytes.Buffer
@@ -227,6 +233,14 @@ func TestSendSignsEveryScheme(t *testing.T) {
 				}
 				if call.eventID != want {
 					t.Errorf("call %d: event id %q, want %q", i+1, call.eventID, want)
+				}
+				// A sender that names the type in a header (github,
+				// shopify, slack's retries aside) gets the test event's,
+				// so a filtered destination can be tried with send.
+				if src.EventType != nil {
+					if _, inHeader := src.EventType.Header(); inHeader && call.eventType != sender.DefaultType {
+						t.Errorf("call %d: event type %q, want %q in the type header", i+1, call.eventType, sender.DefaultType)
+					}
 				}
 				expectType := tc.expectType
 				if expectType == "" {

@@ -5,6 +5,7 @@ package sender
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -30,12 +31,24 @@ type Event struct {
 	EventID eventid.Extractor
 	// ID is the event id; empty makes a new random one.
 	ID string
+	// EventType, when it reads a header (github's X-GitHub-Event,
+	// shopify's X-Shopify-Topic, ...), is where Type is sent, so a
+	// destination's filter can be tried with the event; nil or a body
+	// path sends nothing more.
+	EventType *eventid.Extractor
+	// Type is the event type sent in that header; empty sends
+	// DefaultType.
+	Type string
 	// Body is sent as given; empty sends the scheme's test event.
 	Body []byte
 	// ContentType, when set, is the body's type (twilio's signer chooses
 	// form or JSON by the body when it is not).
 	ContentType string
 }
+
+// DefaultType is the type of the test event: the default body's, and
+// the one sent in a type header.
+const DefaultType = "demo.created"
 
 // Request is an event signed, ready to send.
 type Request struct {
@@ -73,6 +86,11 @@ func Sign(ev Event, base string, now time.Time) (Request, error) {
 	}
 	if name, ok := ev.EventID.Header(); ok && header.Get(name) == "" {
 		header.Set(name, id)
+	}
+	if ev.EventType != nil {
+		if name, ok := ev.EventType.Header(); ok && header.Get(name) == "" {
+			header.Set(name, cmp.Or(ev.Type, DefaultType))
+		}
 	}
 	if ev.ContentType != "" {
 		header.Set("Content-Type", ev.ContentType)
