@@ -59,7 +59,7 @@ func TestAdminQueriesStayBoundedOnALargeTable(t *testing.T) {
 	}
 	var stmts []statement
 	list := func(name string, f EventFilter, after *position, limit int) {
-		f.Held = held
+		f.View.Held = held
 		budget := limit + 1
 		if f.postFiltered() {
 			budget = scanBudget(limit)
@@ -90,7 +90,7 @@ func TestAdminQueriesStayBoundedOnALargeTable(t *testing.T) {
 	list("a type", EventFilter{Type: "invoice.*"}, nil, 50)
 	list("a rare run status of a destination", EventFilter{Status: "dead", RunDestination: "dst", Sources: []string{"src0", "src1"}}, nil, 50)
 
-	q := newEventQuery(EventFilter{Source: "src1", Held: held}, nil)
+	q := newEventQuery(EventFilter{Source: "src1", View: DestinationView{Held: held}}, nil)
 	q.where = append(q.where, "e.external_id = "+q.arg("evt_50001"))
 	stmts = append(stmts,
 		statement{"event", eventDetailSQL, []any{"src1", "evt_50001"}, 1},

@@ -126,7 +126,7 @@ func TestEventStates(t *testing.T) {
 		if rec[0].Inserted || rec[0].State != c.want {
 			t.Errorf("%s: a repeat delivery reports state %q (inserted %v), want %q", c.id, rec[0].State, rec[0].Inserted, c.want)
 		}
-		if d, err := b.store.GetEvent(ctx, "src", c.id); err != nil || d.State != c.want {
+		if d, err := b.store.GetEvent(ctx, "src", c.id, dedupe.DestinationView{}); err != nil || d.State != c.want {
 			t.Errorf("%s: detail state %q (%v), want %q", c.id, d.State, err, c.want)
 		}
 		n, err := b.store.CountEvents(ctx, dedupe.EventFilter{State: c.want})
@@ -146,12 +146,12 @@ func TestEventStates(t *testing.T) {
 	// listing, the detail and a run status filter say held, with why.
 	held := []dedupe.HeldDestination{{Source: "src", Destination: "a", Reason: "paused"}}
 	for id, want := range map[string]string{"e-retrying": "held", "e-queued": "held", "e-replayed": "held", "e-running": "running", "e-failed": "failed"} {
-		page, err := b.store.ListEvents(ctx, dedupe.EventFilter{IDPrefix: id, Held: held})
+		page, err := b.store.ListEvents(ctx, dedupe.EventFilter{IDPrefix: id, View: dedupe.DestinationView{Held: held}})
 		if err != nil || len(page.Events) != 1 || page.Events[0].State != want {
 			t.Errorf("%s with a paused: %+v (%v), want state %s", id, page.Events, err, want)
 		}
 	}
-	d, err := b.store.GetEvent(ctx, "src", "e-retrying", held...)
+	d, err := b.store.GetEvent(ctx, "src", "e-retrying", dedupe.DestinationView{Held: held})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,19 +160,19 @@ func TestEventStates(t *testing.T) {
 			t.Errorf("run of a paused destination: %+v, want held (paused, until resumed)", r)
 		}
 	}
-	if d, err := b.store.GetEvent(ctx, "src", "e-held"); err != nil || d.Runs[0].Shown != "held" ||
+	if d, err := b.store.GetEvent(ctx, "src", "e-held", dedupe.DestinationView{}); err != nil || d.Runs[0].Shown != "held" ||
 		d.Runs[0].HoldReason != "destination asked to wait (HTTP 429)" || d.Runs[0].HoldUntil == nil {
 		t.Errorf("a run the destination held: %+v (%v)", d.Runs, err)
 	}
-	if d, err := b.store.GetEvent(ctx, "src", "e-half"); err != nil || len(d.Waiting) != 1 || d.Waiting[0].Destination != "b" ||
+	if d, err := b.store.GetEvent(ctx, "src", "e-half", dedupe.DestinationView{}); err != nil || len(d.Waiting) != 1 || d.Waiting[0].Destination != "b" ||
 		d.Waiting[0].Shown != "queued" {
 		t.Errorf("e-half's waiting destinations: %+v (%v), want b queued", d.Waiting, err)
 	}
-	if d, err := b.store.GetEvent(ctx, "src", "e-queued", held...); err != nil || len(d.Waiting) != 2 || d.Waiting[0].Shown != "held" ||
+	if d, err := b.store.GetEvent(ctx, "src", "e-queued", dedupe.DestinationView{Held: held}); err != nil || len(d.Waiting) != 2 || d.Waiting[0].Shown != "held" ||
 		d.Waiting[0].HoldReason != "paused" || d.Waiting[1].Shown != "queued" {
 		t.Errorf("e-queued's waiting destinations with a paused: %+v (%v), want a held (paused), b queued", d.Waiting, err)
 	}
-	byStatus, err := b.store.ListEvents(ctx, dedupe.EventFilter{Status: "held", RunDestination: "a", Held: held})
+	byStatus, err := b.store.ListEvents(ctx, dedupe.EventFilter{Status: "held", RunDestination: "a", View: dedupe.DestinationView{Held: held}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +184,21 @@ func TestEventStates(t *testing.T) {
 	// e-waiting's a is planned, not started, and held by the pause too.
 	if want := []string{"e-held", "e-queued", "e-replayed", "e-retrying", "e-waiting"}; !slices.Equal(ids, want) {
 		t.Errorf("events with a's run held: %v, want %v", ids, want)
+	}
+
+	// b removed by a reload: its runs that would be queued wait for it to
+	// be configured again, held and saying so; a run of a configured
+	// destination, or one settled, shows as it is.
+	onlyA := dedupe.DestinationView{Configured: []dedupe.Route{{Source: "src", Destination: "a"}}}
+	for id, want := range map[string]string{"e-half": "held", "e-queued": "held", "e-failed": "failed", "e-done": "done"} {
+		page, err := b.store.ListEvents(ctx, dedupe.EventFilter{IDPrefix: id, View: onlyA})
+		if err != nil || len(page.Events) != 1 || page.Events[0].State != want {
+			t.Errorf("%s with b removed: %+v (%v), want state %s", id, page.Events, err, want)
+		}
+	}
+	if d, err := b.store.GetEvent(ctx, "src", "e-half", onlyA); err != nil || len(d.Waiting) != 1 || d.Waiting[0].Shown != "held" ||
+		d.Waiting[0].HoldReason != dedupe.HoldNotConfigured || d.State != "held" {
+		t.Errorf("e-half with b removed: %s %+v (%v), want b held (%s)", d.State, d.Waiting, err, dedupe.HoldNotConfigured)
 	}
 }
 
@@ -236,7 +251,7 @@ func TestGetEventRunsAndAttempts(t *testing.T) {
 	c := mustClaim(t, b, claimReq("g1", 3, time.Minute), dedupe.Claimed)
 	mustFinish(t, b, "src:dst:g1", dedupe.Finish{Outcome: dedupe.OutcomePermanent, Call: c.Call, Called: true, StatusCode: 400, Error: "destination refused: HTTP 400"})
 
-	d, err := b.store.GetEvent(ctx, "src", "g1")
+	d, err := b.store.GetEvent(ctx, "src", "g1", dedupe.DestinationView{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +264,7 @@ func TestGetEventRunsAndAttempts(t *testing.T) {
 	if string(d.Payload) != `{"id":"g1"}` {
 		t.Errorf("payload %q", d.Payload)
 	}
-	if _, err := b.store.GetEvent(ctx, "src", "nope"); !errors.Is(err, dedupe.ErrNotFound) {
+	if _, err := b.store.GetEvent(ctx, "src", "nope", dedupe.DestinationView{}); !errors.Is(err, dedupe.ErrNotFound) {
 		t.Errorf("missing event: %v, want ErrNotFound", err)
 	}
 }
@@ -368,7 +383,7 @@ func TestImportRecordOnly(t *testing.T) {
 	if pending, _, err := b.store.UnsettledEvents(ctx, dedupe.OutboxCursor{}, 0, 100); err != nil || len(pending) != 0 {
 		t.Errorf("recovery sees %v (%v)", pending, err)
 	}
-	d, err := b.store.GetEvent(ctx, "src", "r1")
+	d, err := b.store.GetEvent(ctx, "src", "r1", dedupe.DestinationView{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +413,7 @@ func TestImportRecordOnly(t *testing.T) {
 	// alone; the other destination is not waiting.
 	mustClaim(t, b, dedupe.ClaimRequest{Key: "src:dst:r1", Source: "src", ExternalID: "r1", Destination: "dst",
 		Generation: 1, MaxAttempts: 4, Lease: time.Minute}, dedupe.Claimed)
-	if d, err := b.store.GetEvent(ctx, "src", "r1"); err != nil || d.State != dedupe.StatusRunning {
+	if d, err := b.store.GetEvent(ctx, "src", "r1", dedupe.DestinationView{}); err != nil || d.State != dedupe.StatusRunning {
 		t.Errorf("replayed recorded-only event: state %q (%v), want running", d.State, err)
 	}
 }
@@ -426,7 +441,7 @@ func TestAdminStatementsHaveATimeout(t *testing.T) {
 			return err
 		},
 		"get": func(ctx context.Context) error {
-			_, err := b.store.GetEvent(ctx, "src", "locked")
+			_, err := b.store.GetEvent(ctx, "src", "locked", dedupe.DestinationView{})
 			return err
 		},
 		"force": func(ctx context.Context) error {

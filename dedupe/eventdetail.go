@@ -68,27 +68,31 @@ type Run struct {
 
 // waiting returns the destinations of d's plan without a run (the rows
 // shownRunsSQL counted queued), each queued or held by its destination.
-func waiting(d EventDetail, held []HeldDestination) []Run {
+func waiting(d EventDetail, view DestinationView) []Run {
 	var out []Run
 	for _, dest := range d.Plan {
 		if slices.ContainsFunc(d.Runs, func(r Run) bool { return r.Destination == dest }) {
 			continue
 		}
 		r := Run{Destination: dest, Shown: ShownQueued}
-		r.hold(held, d.Source)
+		r.hold(view, d.Source)
 		out = append(out, r)
 	}
 	return out
 }
 
-// hold shows r held by its destination (HeldDestination) when it would
-// otherwise be queued or retrying: the rule shownStatusesSQL's CASE
-// applies to lists.
-func (r *Run) hold(held []HeldDestination, source string) {
+// hold shows r held by its destination (HeldDestination, or not
+// configured) when it would otherwise be queued or retrying: the rule
+// shownRunsSQL's CASE applies to lists.
+func (r *Run) hold(view DestinationView, source string) {
 	if r.Shown != ShownQueued && r.Shown != ShownRetrying {
 		return
 	}
-	for _, h := range held {
+	if view.Configured != nil && !slices.Contains(view.Configured, Route{source, r.Destination}) {
+		r.Shown, r.HoldReason, r.HoldUntil = ShownHeld, HoldNotConfigured, nil
+		return
+	}
+	for _, h := range view.Held {
 		if h.Source == source && h.Destination == r.Destination {
 			r.Shown, r.HoldReason, r.HoldUntil = ShownHeld, h.Reason, nil
 			if !h.Until.IsZero() {
@@ -176,10 +180,11 @@ SELECT * FROM (
 ) a ORDER BY id`
 
 // GetEvent returns the event with its runs and attempt log, or
-// ErrNotFound. held are the destinations whose calls wait (paused,
-// circuit open): the runs they hold are shown held. It returns
+// ErrNotFound. view says which destinations' calls wait (paused,
+// circuit open) and which are configured: the runs that wait on their
+// destination are shown held, with the reason. It returns
 // ErrTooSlow past AdminStatementTimeout.
-func (s *Store) GetEvent(ctx context.Context, source, externalID string, held ...HeldDestination) (EventDetail, error) {
+func (s *Store) GetEvent(ctx context.Context, source, externalID string, view DestinationView) (EventDetail, error) {
 	var d EventDetail
 	err := s.adminTx(ctx, false, func(tx pgx.Tx) error {
 		d = EventDetail{}
@@ -189,7 +194,7 @@ func (s *Store) GetEvent(ctx context.Context, source, externalID string, held ..
 			return err
 		}
 		d.Headers = []byte(headers)
-		q := newEventQuery(EventFilter{Source: source, Held: held}, nil)
+		q := newEventQuery(EventFilter{Source: source, View: view}, nil)
 		q.where = append(q.where, "e.external_id = "+q.arg(externalID))
 		rows, err := tx.Query(ctx, q.withStateSQL(q.scanSQL(summaryColumns, "1")), q.args...)
 		if err != nil {
@@ -202,9 +207,9 @@ func (s *Store) GetEvent(ctx context.Context, source, externalID string, held ..
 			return err
 		}
 		for i := range d.Runs {
-			d.Runs[i].hold(held, source)
+			d.Runs[i].hold(view, source)
 		}
-		d.Waiting = waiting(d, held)
+		d.Waiting = waiting(d, view)
 		keys := make([]string, len(d.Runs))
 		for i, r := range d.Runs {
 			keys[i] = r.Key

@@ -49,9 +49,10 @@ type EventFilter struct {
 	Since time.Time
 	// Until keeps events first received before this time.
 	Until time.Time
-	// Held are the destinations whose calls wait (paused, circuit open):
-	// their runs that would be queued or retrying are shown held.
-	Held []HeldDestination
+	// View says which destinations' calls wait (paused, circuit open)
+	// and which are configured: runs that would be queued or retrying
+	// but wait on their destination are shown held.
+	View DestinationView
 	// Cursor continues a listing from a previous page ([EventPage.Next]
 	// for older events, [EventPage.Prev] for newer ones). Empty starts
 	// with the newest event.
@@ -143,8 +144,8 @@ func scanBudget(limit int) int {
 type eventQuery struct {
 	args  []any
 	where []string
-	// held are the destinations whose calls wait, for states.
-	held []HeldDestination
+	// view says which destinations wait, for states.
+	view DestinationView
 	// newer walks oldest first from the position (a page of newer
 	// events); else newest first.
 	newer bool
@@ -172,7 +173,7 @@ func (q *eventQuery) arg(v any) string {
 // newEventQuery starts a statement with the indexed conditions f sets,
 // and the position after (nil: from the newest event).
 func newEventQuery(f EventFilter, after *position) *eventQuery {
-	q := &eventQuery{held: f.Held}
+	q := &eventQuery{view: f.View}
 	if f.Source != "" {
 		q.where = append(q.where, "e.source = "+q.arg(f.Source))
 	}
@@ -243,9 +244,8 @@ var summaryColumns = `e.source, e.external_id, COALESCE(e.event_type, '') AS eve
 // succeeded makes the event done even though the run it replaced failed,
 // and a queued one for each planned destination without a run.
 func (q *eventQuery) withStateSQL(scan string) string {
-	hs, hd, hr, hu := heldColumns(q.held)
 	return `
-WITH ` + heldCTE(q.arg(hs), q.arg(hd), q.arg(hr), q.arg(hu)) + `
+WITH ` + q.viewCTEs() + `
 SELECT e.*, st.handed_off, st.statuses, st.destinations,
        webhookd_event_state(st.handed_off, e.recorded_only, st.has_runs, st.statuses) AS state
 FROM (` + scan + `) e

@@ -149,7 +149,7 @@ func TestCallLog(t *testing.T) {
 	if n := b.schema.Int(t, `SELECT count(*) FROM delivery_attempts`); n != 0 {
 		t.Fatalf("%d calls logged by the claim, want none until the outcome", n)
 	}
-	d, err := b.store.GetEvent(ctx, "src", "evt_1")
+	d, err := b.store.GetEvent(ctx, "src", "evt_1", dedupe.DestinationView{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestCallLog(t *testing.T) {
 	if total, _, _ := b.store.UnknownCalls(ctx, 0); total != 0 {
 		t.Fatalf("%d unknown calls after the late answer, want 0", total)
 	}
-	if d, err := b.store.GetEvent(ctx, "src", "evt_1"); err != nil || len(d.Attempts) != 2 ||
+	if d, err := b.store.GetEvent(ctx, "src", "evt_1", dedupe.DestinationView{}); err != nil || len(d.Attempts) != 2 ||
 		d.Attempts[0].State != dedupe.CallFinished || d.Attempts[1].State != dedupe.CallFinished {
 		t.Fatalf("attempts shown at the end: %+v %v, want the two calls finished", d.Attempts, err)
 	}
@@ -274,7 +274,7 @@ func TestCallLogSweep(t *testing.T) {
 	if total, calls, err := b.store.UnknownCalls(ctx, 0); err != nil || total != 1 || calls[0].Key != orderedCalled.Key {
 		t.Fatalf("unknown calls %d %+v %v, want only the ordered call (the raced one's outcome is stored)", total, calls, err)
 	}
-	d, err := b.store.GetEvent(ctx, "src", "raced")
+	d, err := b.store.GetEvent(ctx, "src", "raced", dedupe.DestinationView{})
 	if err != nil || len(d.Attempts) != 1 || d.Attempts[0].State != dedupe.CallFinished || !d.Attempts[0].Succeeded {
 		t.Fatalf("raced attempts shown: %+v %v, want the finished call only", d.Attempts, err)
 	}

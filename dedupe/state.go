@@ -36,8 +36,9 @@ const (
 //     queued (a replay waiting for a worker); failed, not permanent, is
 //     retrying; any other status is itself. A run whose destination the
 //     operator paused, or whose circuit is open, is held too while it
-//     would otherwise be queued or retrying (Held, passed by the caller
-//     that knows the destinations' states).
+//     would otherwise be queued or retrying, and so is one whose
+//     destination is no longer configured (DestinationView, passed by
+//     the caller that knows the destinations' states).
 //   - An event's state is webhookd_event_state over the shown statuses
 //     of its latest runs (highest generation per destination) and a
 //     queued (or held) one for each destination of its plan without a
@@ -49,6 +50,26 @@ const (
 //
 // The plan is events.plan, kept when the event was recorded; a NULL plan
 // (recorded before plans were kept) is the destinations its runs name.
+
+// DestinationView is what the running configuration says of the
+// destinations, for the shown statuses: whose calls wait (Held), and,
+// when Configured is not nil, which destinations exist now. A planned
+// run of a destination not configured (removed by a reload) that would
+// be queued or retrying is shown held (HoldNotConfigured): nothing will
+// call it unless it is configured again.
+type DestinationView struct {
+	Held       []HeldDestination
+	Configured []Route
+}
+
+// Route is one configured destination of a source.
+type Route struct {
+	Source, Destination string
+}
+
+// HoldNotConfigured is the hold reason of a run whose destination is not
+// in the configuration.
+const HoldNotConfigured = "destination not configured"
 
 // HeldDestination is a destination whose calls wait whatever a run
 // says: paused by an operator, or its circuit open.
@@ -75,23 +96,34 @@ func heldColumns(held []HeldDestination) (sources, dests, reasons []string, unti
 	return sources, dests, reasons, until
 }
 
-// heldCTE is the CTE "held(source, destination, reason, until)" over the
-// four array parameters p1..p4.
-func heldCTE(p1, p2, p3, p4 string) string {
-	return `held AS (SELECT * FROM unnest(` + p1 + `::text[], ` + p2 + `::text[], ` + p3 + `::text[], ` + p4 + `::timestamptz[])
-        AS h(source, destination, reason, until))`
+// viewCTEs are the CTEs "held(source, destination, reason, until)" and
+// "configured(source, destination)" of view, with q's arguments, and
+// "checked(yes)": whether configured is to be checked at all.
+func (q *eventQuery) viewCTEs() string {
+	hs, hd, hr, hu := heldColumns(q.view.Held)
+	var cs, cd []string
+	for _, r := range q.view.Configured {
+		cs, cd = append(cs, r.Source), append(cd, r.Destination)
+	}
+	return `held AS (SELECT * FROM unnest(` + q.arg(hs) + `::text[], ` + q.arg(hd) + `::text[], ` + q.arg(hr) + `::text[], ` + q.arg(hu) + `::timestamptz[])
+        AS h(source, destination, reason, until)),
+     configured AS (SELECT * FROM unnest(` + q.arg(cs) + `::text[], ` + q.arg(cd) + `::text[]) AS c(source, destination)),
+     checked AS (SELECT ` + q.arg(q.view.Configured != nil) + `::boolean AS yes)`
 }
 
 // shownRunsSQL is a query of (destination, shown, started): the shown status of
 // the latest run of each destination of the event (source, externalID,
 // plan: SQL expressions), and 'queued' for each destination of its plan
-// without a run. With held true, the CTE "held" (heldCTE) holds the runs
-// of its destinations that would be queued or retrying.
+// without a run. With held true, the CTEs of viewCTEs hold the runs that
+// would be queued or retrying: of a held destination, or of one not
+// configured.
 func shownRunsSQL(source, externalID, plan string, held bool) string {
 	shown := "s.shown"
 	join := ""
 	if held {
-		shown = "CASE WHEN h.destination IS NOT NULL AND s.shown IN ('queued', 'retrying') THEN 'held' ELSE s.shown END"
+		shown = `CASE WHEN s.shown IN ('queued', 'retrying') AND (h.destination IS NOT NULL OR
+            ((SELECT yes FROM checked) AND NOT EXISTS (SELECT 1 FROM configured c WHERE c.source = ` + source + ` AND c.destination = s.destination)))
+            THEN 'held' ELSE s.shown END`
 		join = " LEFT JOIN held h ON h.source = " + source + " AND h.destination = s.destination"
 	}
 	// Each part is looked up per event through job_runs_event_idx: OFFSET

@@ -212,7 +212,7 @@ func TestFilter(t *testing.T) {
 		if !strings.Contains(string(answer), `"state":"done"`) {
 			t.Errorf("%s: repeat answered %s, want state done", c.id, answer)
 		}
-		d, err := p.Store.GetEvent(ctx, c.source, c.id)
+		d, err := p.Store.GetEvent(ctx, c.source, c.id, dedupe.DestinationView{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -332,7 +332,7 @@ func TestForwardedHeaders(t *testing.T) {
 		if got.Values("Cookie") != nil || got.Values("X-Other") != nil {
 			t.Errorf("named: Cookie or X-Other forwarded without being named")
 		}
-		d, err := p.Store.GetEvent(context.Background(), "github", c.expectID)
+		d, err := p.Store.GetEvent(context.Background(), "github", c.expectID, dedupe.DestinationView{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -53,7 +53,7 @@ const (
 // eventReader reads the events a replay acts on; *dedupe.Store satisfies
 // it.
 type eventReader interface {
-	GetEvent(ctx context.Context, source, externalID string, held ...dedupe.HeldDestination) (dedupe.EventDetail, error)
+	GetEvent(ctx context.Context, source, externalID string, view dedupe.DestinationView) (dedupe.EventDetail, error)
 	ListEvents(ctx context.Context, f dedupe.EventFilter) (dedupe.EventPage, error)
 	CountEvents(ctx context.Context, f dedupe.EventFilter) (dedupe.EventCount, error)
 }
@@ -190,7 +190,7 @@ func (r *Replayer) Replay(ctx context.Context, req ReplayRequest) (ReplayResult,
 		}
 		dests = []string{req.Destination}
 	}
-	ev, err := r.store.GetEvent(ctx, req.Source, req.EventID)
+	ev, err := r.store.GetEvent(ctx, req.Source, req.EventID, dedupe.DestinationView{})
 	if err != nil {
 		return res, err
 	}

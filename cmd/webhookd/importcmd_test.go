@@ -325,7 +325,7 @@ func TestImportRecordOnlyIsNeverForwarded(t *testing.T) {
 		t.Fatalf("live delivery of a recorded-only event: %d %s, want a 200 duplicate in state recorded_only", code, body)
 	}
 	stays(t, 1500*time.Millisecond, "recorded-only events unforwarded after a live delivery", untouched)
-	d, err := p.Store.GetEvent(t.Context(), "stripe", "evt_ro_2")
+	d, err := p.Store.GetEvent(t.Context(), "stripe", "evt_ro_2", dedupe.DestinationView{})
 	if err != nil || d.State != dedupe.StateRecordedOnly || d.Deliveries != 2 || len(d.Runs) != 0 {
 		t.Fatalf("event after the live delivery: state %q, %d deliveries, runs %v (%v)", d.State, d.Deliveries, d.Runs, err)
 	}

@@ -23,7 +23,7 @@ import (
 type eventStore interface {
 	ListEvents(ctx context.Context, f dedupe.EventFilter) (dedupe.EventPage, error)
 	CountEvents(ctx context.Context, f dedupe.EventFilter) (dedupe.EventCount, error)
-	GetEvent(ctx context.Context, source, externalID string, held ...dedupe.HeldDestination) (dedupe.EventDetail, error)
+	GetEvent(ctx context.Context, source, externalID string, view dedupe.DestinationView) (dedupe.EventDetail, error)
 	ReadFeed(ctx context.Context, r dedupe.FeedRequest) (dedupe.FeedPage, error)
 	FeedHead(ctx context.Context) (dedupe.FeedCursor, error)
 	FeedSince(ctx context.Context, t time.Time) (dedupe.FeedCursor, error)
@@ -158,10 +158,24 @@ func (a *Admin) held() []dedupe.HeldDestination {
 	return a.cfg.Destinations.Held()
 }
 
+// view is what the configuration in force says of the destinations, for
+// shown statuses: those that wait (paused, circuit open) and those
+// configured, so a run of a destination a reload removed shows held, not
+// queued forever.
+func (a *Admin) view() dedupe.DestinationView {
+	v := dedupe.DestinationView{Held: a.held()}
+	for source, dests := range a.routes() {
+		for name := range dests {
+			v.Configured = append(v.Configured, dedupe.Route{Source: source, Destination: name})
+		}
+	}
+	return v
+}
+
 // eventDetail returns one event's detail, its runs shown as what will
 // happen next.
 func (a *Admin) eventDetail(ctx context.Context, source, id string) (dedupe.EventDetail, error) {
-	return a.events.GetEvent(ctx, source, id, a.held()...)
+	return a.events.GetEvent(ctx, source, id, a.view())
 }
 
 // Mode returns the admin's access mode: ModeOff, ModeToken or

@@ -130,7 +130,7 @@ func (a *Admin) eventFilter(in filterInput, now time.Time) (dedupe.EventFilter, 
 	in.Q, in.Type = strings.TrimSpace(in.Q), strings.TrimSpace(in.Type)
 	f := dedupe.EventFilter{
 		Source: in.Source, State: in.State, IDPrefix: in.Q, Type: in.Type, Status: in.Status,
-		Held: a.held(),
+		View: a.view(),
 	}
 	if err := checkText(textInput{"source", in.Source, maxNameBytes}, textInput{"q", in.Q, maxIDBytes},
 		textInput{"type", in.Type, maxIDBytes}, textInput{"destination", in.Destination, maxNameBytes}); err != nil {

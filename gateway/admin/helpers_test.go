@@ -198,7 +198,7 @@ func (b *bundle) waitState(t *testing.T, id, state string) dedupe.EventDetail {
 	var d dedupe.EventDetail
 	pipelinetest.Eventually(t, 20*time.Second, id+" to be "+state, func() bool {
 		var err error
-		d, err = b.p.Store.GetEvent(t.Context(), pipelinetest.Source, id)
+		d, err = b.p.Store.GetEvent(t.Context(), pipelinetest.Source, id, dedupe.DestinationView{})
 		return err == nil && d.State == state
 	})
 	return d

@@ -252,7 +252,7 @@ func TestBulkReplayDryRunThenCapped(t *testing.T) {
 	for _, id := range ids {
 		b.waitState(t, id, dedupe.StatusDone)
 	}
-	if d, _ := b.p.Store.GetEvent(t.Context(), "stripe", "evt_other"); d.State != dedupe.StatusFailed {
+	if d, _ := b.p.Store.GetEvent(t.Context(), "stripe", "evt_other", dedupe.DestinationView{}); d.State != dedupe.StatusFailed {
 		t.Errorf("event outside the filter was replayed: %s", d.State)
 	}
 	if code := b.do(t, "POST", "/admin/replay", `{"state":"bogus"}`, nil); code != http.StatusBadRequest {
