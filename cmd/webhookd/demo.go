@@ -3,12 +3,15 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,16 +22,32 @@ import (
 	"github.com/webhookd/webhookd/migrations"
 )
 
+// demoConfig is the file -f names, else webhookd.example.yaml here, else
+// the built-in copy of it (which cannot be reloaded: there is no file).
+func demoConfig(cmd *cobra.Command) (*config.Config, error) {
+	if cmd.Flags().Changed("config") {
+		return configFrom(cmd)
+	}
+	cfg, err := config.Load(webhookd.ExampleConfigPath)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return cfg, err
+	}
+	if cfg, err = config.Parse("(built-in "+webhookd.ExampleConfigPath+")", webhookd.ExampleConfig, os.LookupEnv); err != nil {
+		return nil, err
+	}
+	cfg.Path = ""
+	return cfg, nil
+}
+
 func demoCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run gateway, worker and the demo sink together (creates the database if missing)",
+		Long: "Run gateway, worker and the demo sink together (creates the database if missing).\n\n" +
+			"demo reads " + webhookd.ExampleConfigPath + " from the current directory, or its built-in copy when there is none; -f names another file.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !cmd.Flags().Changed("config") {
-				_ = cmd.Flags().Set("config", "webhookd.example.yaml")
-			}
-			cfg, err := configFrom(cmd)
+			cfg, err := demoConfig(cmd)
 			if err != nil {
 				return err
 			}
