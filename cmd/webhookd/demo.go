@@ -45,7 +45,7 @@ func demoCommand() *cobra.Command {
 		Short: "Run gateway, worker and the demo sink together (creates the database if missing)",
 		Long: "Run gateway, worker and the demo sink together (creates the database if missing).\n\n" +
 			"demo reads " + webhookd.ExampleConfigPath + " from the current directory, or its built-in copy when there is none; -f names another file.",
-		Args:  cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := demoConfig(cmd)
 			if err != nil {
