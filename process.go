@@ -55,6 +55,9 @@ type AdminConfig struct {
 	// AllowQueueActions lets the Asynq dashboard change queues and tasks;
 	// it is read-only otherwise.
 	AllowQueueActions bool
+	// SecureCookie marks the session cookie Secure over plain HTTP too
+	// (admin.Config.SecureCookie).
+	SecureCookie bool
 }
 
 // WorkerConfig tunes the worker.
@@ -344,6 +347,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		ReadOnlyTokens:          cfg.Admin.ReadOnlyTokens,
 		UnsafeTokenlessLoopback: cfg.Admin.UnsafeTokenlessLoopback,
 		Hosts:                   cfg.Admin.Hosts,
+		SecureCookie:            cfg.Admin.SecureCookie,
 		Routes:                  p.routes,
 		Sources:                 p.srv.Sources(),
 		Reload:                  p.Reload,

@@ -124,6 +124,10 @@ type Admin struct {
 	// UnsafeTokenlessLoopback opts in to admin without any token for
 	// loopback peers addressing localhost; refused together with a token.
 	UnsafeTokenlessLoopback bool `yaml:"unsafe_tokenless_loopback"`
+	// SecureCookie marks the session cookie Secure on every request:
+	// set it when a TLS-terminating proxy serves webhookd, which sees
+	// plain HTTP and would not mark it otherwise.
+	SecureCookie bool `yaml:"secure_cookie"`
 }
 
 // Config is a configuration loaded: the process it describes, ready for
@@ -261,6 +265,7 @@ func (f *File) process() (webhookd.Config, slog.Level) {
 			ReadOnlyTokens:          f.Admin.ReadOnlyTokens,
 			UnsafeTokenlessLoopback: f.Admin.UnsafeTokenlessLoopback,
 			AllowQueueActions:       f.Admin.AllowQueueActions,
+			SecureCookie:            f.Admin.SecureCookie,
 		},
 		Worker: webhookd.WorkerConfig{
 			Concurrency:     f.Worker.Concurrency,

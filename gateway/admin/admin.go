@@ -53,6 +53,11 @@ type Config struct {
 	// Hosts are more host names (lower case, without port) that a
 	// tokenless admin answers to, such as the listen address's name.
 	Hosts []string
+	// SecureCookie marks the session cookie Secure whatever the request
+	// came over: behind a TLS-terminating proxy webhookd sees plain HTTP
+	// (it trusts no X-Forwarded-Proto, which a client can set). Without
+	// it the cookie is Secure when the request came over TLS.
+	SecureCookie bool
 	// SessionTTL is how long a browser's sign-in lasts (the session
 	// cookie's Max-Age, also checked by the server). Defaults to 12h.
 	SessionTTL time.Duration

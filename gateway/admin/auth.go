@@ -353,7 +353,7 @@ func (a *Admin) login(c echo.Context) error {
 		return a.render(c, http.StatusUnauthorized, "login", &loginPage{Next: next, Message: "Wrong token."})
 	}
 	a.requestLog(c).InfoContext(r.Context(), "admin signed in", "remote", r.RemoteAddr, slog.Bool("read_only", rl == roleReadOnly))
-	c.SetCookie(a.auth.newSession(tok, rl, r.TLS != nil))
+	c.SetCookie(a.auth.newSession(tok, rl, a.secureCookie(r)))
 	return c.Redirect(http.StatusSeeOther, next)
 }
 

@@ -116,6 +116,8 @@ type options struct {
 	// bundle allows 1000 (the tests try many wrong tokens from one
 	// address).
 	throttle bool
+	// secureCookie marks session cookies Secure over plain HTTP too.
+	secureCookie bool
 }
 
 // lostRequeues takes a replay's enqueue and drops it.
@@ -153,6 +155,7 @@ func setup(t *testing.T, o options) *bundle {
 		Destinations:            jobs.NewDestinations(p.Store, p.Enqueuer, p.Routes, jobs.DestinationsConfig{Logger: log}),
 		Logger:                  log,
 		BulkLimit:               50,
+		SecureCookie:            o.secureCookie,
 	}
 	if !o.throttle {
 		cfg.WrongTokenBurst = 1000

@@ -46,6 +46,12 @@ func (a *authenticator) newSession(token string, rl role, secure bool) *http.Coo
 	}
 }
 
+// secureCookie says whether the session cookie of r is marked Secure: it
+// came over TLS, or the configuration says a TLS proxy serves webhookd.
+func (a *Admin) secureCookie(r *http.Request) bool {
+	return r.TLS != nil || a.cfg.SecureCookie
+}
+
 // cookie returns the role of r's session cookie, roleNone when there is
 // none, it expired, or no configured token of its role verifies it. Every
 // token of the role is tried, without stopping at a match.
@@ -97,7 +103,7 @@ func (a *Admin) logout(c echo.Context) error {
 		Path:     "/admin",
 		MaxAge:   -1,
 		HttpOnly: true,
-		Secure:   c.Request().TLS != nil,
+		Secure:   a.secureCookie(c.Request()),
 		SameSite: http.SameSiteStrictMode,
 	})
 	a.requestLog(c).InfoContext(c.Request().Context(), "admin signed out", "remote", c.Request().RemoteAddr)

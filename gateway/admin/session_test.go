@@ -146,12 +146,14 @@ func TestAdminSessionExpiresAndLogsOut(t *testing.T) {
 // TestAdminSessionCookieFlags: the session cookie is HttpOnly and
 // SameSite=Strict, and Secure when webhookd itself serves TLS; a plain
 // HTTP answer cannot mark it Secure (a proxy's X-Forwarded-Proto is not
-// trusted). Logging out clears it with the same flags.
+// trusted) unless admin.secure_cookie says a TLS proxy serves it.
+// Logging out clears it with the same flags.
 func TestAdminSessionCookieFlags(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
 	tlsSrv := httptest.NewTLSServer(b.gw)
 	t.Cleanup(tlsSrv.Close)
+	proxied := setup(t, options{secureCookie: true})
 	for _, tc := range []struct {
 		name         string
 		base         string
@@ -162,6 +164,7 @@ func TestAdminSessionCookieFlags(t *testing.T) {
 		{"TLS", tlsSrv.URL, tlsSrv.Client(), nil, true},
 		{"plain HTTP", b.srv.URL, &http.Client{}, nil, false},
 		{"plain HTTP claiming https", b.srv.URL, &http.Client{}, http.Header{"X-Forwarded-Proto": {"https"}}, false},
+		{"plain HTTP behind a TLS proxy (secure_cookie)", proxied.srv.URL, &http.Client{}, nil, true},
 	} {
 		client := *tc.client
 		client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
