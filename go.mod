@@ -3,7 +3,9 @@ module github.com/webhookd/webhookd
 go 1.26.8
 
 require (
+	cel.dev/cel-go v0.33.3
 	filippo.io/edwards25519 v1.2.0
+	github.com/agnivade/levenshtein v1.2.2
 	github.com/bwmarrin/discordgo v0.28.1
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
@@ -38,7 +40,8 @@ require (
 )
 
 require (
-	github.com/agnivade/levenshtein v1.2.2 // indirect
+	cel.dev/expr v0.25.2 // indirect
+	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -90,6 +93,7 @@ require (
 	go.opentelemetry.io/otel/sdk/metric v1.47.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/exp v0.0.0-20260908205506-85c1c2202aba // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.43.0 // indirect

@@ -105,6 +105,8 @@ type StoredEvent struct {
 	// TraceParent is the W3C traceparent the event was received under
 	// (Event.TraceParent), or empty.
 	TraceParent string
+	// ReceivedAt is when the event was first received (rules read it).
+	ReceivedAt time.Time
 }
 
 // claimSQL claims many keys at once: each is created as running, or a
@@ -160,7 +162,7 @@ SELECT i.key,
        cur.result,
        COALESCE(c.lease_until, cur.held_until, cur.lease_until),
        e.content_type, e.payload, COALESCE(e.order_entity, ''), COALESCE(e.order_version, ''),
-       COALESCE(e.trace_parent, ''), COALESCE(e.event_type, ''), e.headers,
+       COALESCE(e.trace_parent, ''), COALESCE(e.event_type, ''), e.headers, e.received_at,
        (cur.source, cur.external_id, cur.destination, cur.generation)
            IS DISTINCT FROM (i.source, i.external_id, i.destination, i.generation)
 FROM input i
@@ -233,10 +235,11 @@ func (s *Store) claimBatch(ctx context.Context, reqs []ClaimRequest) ([]claimRes
 			tp      *string
 			evType  *string
 			headers []byte
+			recvAt  *time.Time
 			foreign bool
 		)
 		if err := rows.Scan(&key, &claimed, &status, &c.Call, &c.Attempts, &result, &retryAt,
-			&ct, &payload, &entity, &version, &tp, &evType, &headers, &foreign); err != nil {
+			&ct, &payload, &entity, &version, &tp, &evType, &headers, &recvAt, &foreign); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("error reading claims: %w", err)
 		}
@@ -264,6 +267,7 @@ func (s *Store) claimBatch(ctx context.Context, reqs []ClaimRequest) ([]claimRes
 					TraceParent:  *tp,
 					EventType:    *evType,
 					Headers:      headers,
+					ReceivedAt:   *recvAt,
 				}
 			}
 		default:

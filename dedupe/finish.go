@@ -34,12 +34,15 @@ const (
 	// OutcomeStale marks the run skipped_stale; the destination was not
 	// called.
 	OutcomeStale Outcome = "stale"
+	// OutcomeFiltered marks the run filtered: the destination's `when`
+	// rule rejected the event at delivery time; not called, settled.
+	OutcomeFiltered Outcome = "filtered"
 )
 
 // valid reports whether o is one of the outcomes finishSQL knows.
 func (o Outcome) valid() bool {
 	switch o {
-	case OutcomeDone, OutcomeRetry, OutcomePermanent, OutcomeHold, OutcomeStale:
+	case OutcomeDone, OutcomeRetry, OutcomePermanent, OutcomeHold, OutcomeStale, OutcomeFiltered:
 		return true
 	}
 	return false
@@ -153,11 +156,12 @@ WITH input AS (
             WHEN 'retry' THEN CASE WHEN r.attempts + 1 >= r.max_attempts THEN 'dead' ELSE 'failed' END
             WHEN 'permanent' THEN 'failed'
             WHEN 'hold' THEN 'running'
-            WHEN 'stale' THEN 'skipped_stale' END,
+            WHEN 'stale' THEN 'skipped_stale'
+            WHEN 'filtered' THEN 'filtered' END,
         attempts = r.attempts + CASE WHEN l.outcome IN ('retry', 'permanent') THEN 1 ELSE 0 END,
         permanent = (l.outcome = 'permanent'),
         result = CASE WHEN l.outcome = 'done' THEN NULLIF(l.result, '')::jsonb ELSE r.result END,
-        last_error = CASE WHEN l.outcome IN ('done', 'stale') THEN NULL ELSE NULLIF(l.error, '') END,
+        last_error = CASE WHEN l.outcome IN ('done', 'stale', 'filtered') THEN NULL ELSE NULLIF(l.error, '') END,
         retry_at = CASE WHEN l.outcome = 'hold' OR (l.outcome = 'retry' AND r.attempts + 1 < r.max_attempts)
                         THEN now() + l.wait_ms * interval '1 millisecond' END,
         held_until = CASE WHEN l.outcome = 'hold' THEN now() + l.wait_ms * interval '1 millisecond' END,

@@ -181,7 +181,9 @@ type callRequest struct {
 	// headers are the event's stored request headers (JSON).
 	headers []byte
 	body    []byte
-	now     time.Time
+	// transformed says body is a transform's (Webhookd-Transformed: 1).
+	transformed bool
+	now         time.Time
 }
 
 // callDestination POSTs the event to the destination and classifies the
@@ -207,6 +209,9 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 		req.Header.Set("Webhookd-Event-Type", r.eventType)
 	}
 	req.Header.Set("Webhookd-Attempt", strconv.Itoa(r.call))
+	if r.transformed {
+		req.Header.Set("Webhookd-Transformed", "1")
+	}
 	injectTraceContext(ctx, req.Header)
 	if r.dest.Signer != nil {
 		// Standard Webhooks headers, as the verifier's own signer writes

@@ -61,6 +61,13 @@ type DestinationSpec struct {
 	Filter []string `yaml:"filter"`
 	// ForwardHeaders are request headers forwarded besides the scheme's.
 	ForwardHeaders []string `yaml:"forward_headers"`
+	// When is a CEL expression over event and body (rules.go): an event
+	// it rejects is not sent (its run is filtered). Empty sends every
+	// event the filter wants.
+	When string `yaml:"when"`
+	// Transform is a CEL expression building the JSON body sent instead
+	// of the raw one. Empty sends the raw body.
+	Transform string `yaml:"transform"`
 }
 
 // CircuitSpec is a destination's circuit breaker as configured.
@@ -121,6 +128,8 @@ type Destination struct {
 	// Signer, when set, signs forwarded calls with Standard Webhooks
 	// headers (webhook-id is the key), built once from signing_secret.
 	Signer verify.Signer
+	// Rules are the compiled when and transform; nil when neither is set.
+	Rules *Rules
 }
 
 // Circuit is a destination's circuit breaker (SPEC): after Failures
@@ -235,6 +244,9 @@ func NewDestination(spec DestinationSpec, opts DestinationOptions) (Destination,
 		}
 		d.Filter = f
 	}
+	rules, err := CompileRules(spec.When, spec.Transform)
+	errs = append(errs, err)
+	d.Rules = rules
 	if spec.SigningSecret != "" {
 		s, err := verify.NewSigner(verify.Config{Scheme: verify.SchemeStandard, Secrets: []string{spec.SigningSecret}})
 		if err != nil {

@@ -140,9 +140,9 @@ func (h *Handler) deliver(ctx context.Context, p DeliverPayload) (string, error)
 	defer span.End()
 	log = log.With(slog.Int("attempt", claim.Call))
 	release, res, ok := h.guard(ctx, log, p, claim)
+	var req callRequest
 	if ok {
-		callCtx, callSpan := h.startCall(ctx, dest, claim.Call)
-		res = callDestination(callCtx, h.cfg.HTTPClient, callRequest{
+		req, res, ok = ruled(dest, callRequest{
 			dest:        dest,
 			key:         p.Key(),
 			source:      p.Source,
@@ -153,7 +153,11 @@ func (h *Handler) deliver(ctx context.Context, p DeliverPayload) (string, error)
 			headers:     claim.Event.Headers,
 			body:        claim.Event.Payload,
 			now:         h.cfg.Now(),
-		})
+		}, claim.Event)
+	}
+	if ok {
+		callCtx, callSpan := h.startCall(ctx, dest, claim.Call)
+		res = callDestination(callCtx, h.cfg.HTTPClient, req)
 		endCall(callSpan, res)
 		h.cfg.Metrics.called(p.Source, p.Destination, res.statusCode, res.duration)
 	}

@@ -190,7 +190,7 @@ func (m *Metrics) RegisterDestinations(routes Routes) {
 	}
 	for source, dests := range routes {
 		for name := range dests {
-			for _, o := range []string{dedupe.StatusDone, "retry", dedupe.StatusFailed, dedupe.StatusDead, "held"} {
+			for _, o := range []string{dedupe.StatusDone, "retry", dedupe.StatusFailed, dedupe.StatusDead, "held", dedupe.StatusFiltered} {
 				m.outcomes.WithLabelValues(source, name, o)
 			}
 			for _, c := range []string{"2xx", "3xx", "4xx", "5xx", "error"} {

@@ -54,6 +54,7 @@ var settlements = map[transition]settlement{
 	{dedupe.OutcomePermanent, dedupe.StatusFailed}:   {nextStop, slog.LevelWarn, "destination refused the event; failed permanently", dedupe.StatusFailed},
 	{dedupe.OutcomeHold, dedupe.StatusRunning}:       {nextHold, slog.LevelInfo, "holding the key; retrying later, not a failed attempt", "held"},
 	{dedupe.OutcomeStale, dedupe.StatusSkippedStale}: {nextNone, slog.LevelInfo, "skipped as stale; the destination was not called", dedupe.StatusSkippedStale},
+	{dedupe.OutcomeFiltered, dedupe.StatusFiltered}:  {nextNone, slog.LevelInfo, "the destination's when rule rejected the event; not called", dedupe.StatusFiltered},
 }
 
 // settle stores how the claimed call ended (dedupe.Store.Finish, which
