@@ -521,6 +521,19 @@ func TestConfigErrorsSayWhere(t *testing.T) {
 			expectText: []string{"w.yaml:21: sources[0].destinations[0].max_attempts: cannot unmarshal"},
 		},
 		{
+			name:      "rules that do not compile",
+			givenYAML: strings.Replace(validConfig, "max_attempts: 3", "max_attempts: 3\n        when: 'body.amount >'\n        transform: '{\"a\": nope}'", 1),
+			expectText: []string{
+				"w.yaml:22: sources[0].destinations[0].when: column 14: Syntax error",
+				"w.yaml:23: sources[0].destinations[0].transform: column 7: undeclared reference to 'nope'",
+			},
+		},
+		{
+			name:       "a when that is no bool",
+			givenYAML:  strings.Replace(validConfig, "max_attempts: 3", "max_attempts: 3\n        when: 'body.amount + 1 == 2 ? \"yes\" : \"no\"'", 1),
+			expectText: []string{"w.yaml:22: sources[0].destinations[0].when: must be a bool, not string"},
+		},
+		{
 			name:       "a duration deep in the file",
 			givenYAML:  strings.Replace(validConfig, "timeout: 10s", "timeout: 10 seconds", 1),
 			expectText: []string{`w.yaml:20: sources[0].destinations[0].timeout: "10 seconds" is not a duration`},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway/admin"
 	"github.com/webhookd/webhookd/gateway/verify"
 	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 	"github.com/webhookd/webhookd/jobs"
@@ -53,7 +54,10 @@ func (r *bodyRecorder) byEvent() map[string]recordedCall {
 	return out
 }
 
-const rulesSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+const (
+	rulesSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	rulesToken  = "rules-admin-token-0123456789"
+)
 
 // TestRulesRouteAndReshape: three destinations of one source, each with a
 // rule: `when` on a nested number, `when` on a header, and a `transform`
@@ -76,7 +80,7 @@ func TestRulesRouteAndReshape(t *testing.T) {
 		"ledger": {Transform: `{"customer": body.data.object.customer, "amount": body.data.object.amount_due, "id": event.id}`, SigningSecret: rulesSecret},
 		"broken": {When: `body.data.object.missing > 0`},
 	}
-	p := pipelinetest.Start(t, pipelinetest.Options{MaxAttempts: 3, Sources: []pipelinetest.SourceSpec{{
+	p := pipelinetest.Start(t, pipelinetest.Options{MaxAttempts: 3, AdminTokens: []string{rulesToken}, Sources: []pipelinetest.SourceSpec{{
 		Name:         "shop",
 		Verify:       verify.Config{Scheme: "none", AllowUnsigned: true},
 		EventID:      "json:id",
@@ -88,7 +92,7 @@ func TestRulesRouteAndReshape(t *testing.T) {
 		},
 	}}})
 
-	const n = 30
+	const n = 200
 	for i := range n {
 		h := http.Header{"Content-Type": {"application/json"}}
 		if i%2 == 0 {
@@ -182,4 +186,55 @@ func TestRulesRouteAndReshape(t *testing.T) {
 	if d.State != dedupe.StatusFailed {
 		t.Errorf("evt_1 is %s, want failed (its broken run)", d.State)
 	}
+
+	// Trying the rules on the stored events gives what delivery did: the
+	// same matches, the same bodies, the same errors.
+	for name, r := range rec {
+		got := rulesTest(t, p, map[string]any{"source": "shop", "destination": name, "limit": 1000})
+		delivered := r.byEvent()
+		if len(got.Results) != n {
+			t.Fatalf("rules test of %s: %d results, want %d", name, len(got.Results), n)
+		}
+		for _, res := range got.Results {
+			c, sent := delivered[res.EventID]
+			if res.Match != sent {
+				t.Errorf("rules test of %s: %s match %v, delivery sent it %v", name, res.EventID, res.Match, sent)
+			}
+			if name == "ledger" && sent && string(res.Body) != string(c.body) {
+				t.Errorf("rules test of ledger: %s body %s, sent %s", res.EventID, res.Body, c.body)
+			}
+			if (name == "broken") != (res.Error != "") {
+				t.Errorf("rules test of %s: %s error %q", name, res.EventID, res.Error)
+			}
+		}
+	}
+	// A rule given instead of the configured one; one that does not
+	// compile is refused saying where.
+	if got := rulesTest(t, p, map[string]any{"source": "shop", "destination": "broken", "when": "body.data.object.amount_due == 2", "limit": 1000}); got.Matched != n/3 {
+		t.Errorf("rules test with a given when: %d matched, want %d", got.Matched, n/3)
+	}
+	code, body := adminPost(t, p, "/admin/rules/test", `{"source":"shop","destination":"big","when":"body.x >"}`)
+	if code != http.StatusUnprocessableEntity || !strings.Contains(body, "when: column") {
+		t.Errorf("rules test with a rule that does not compile: %d %s, want 422 naming the column", code, body)
+	}
+}
+
+// rulesTest calls POST /admin/rules/test.
+func rulesTest(t *testing.T, p *pipelinetest.Pipeline, req map[string]any) admin.RulesTestJSON {
+	t.Helper()
+	b, _ := json.Marshal(req)
+	code, body := adminPost(t, p, "/admin/rules/test", string(b))
+	var out admin.RulesTestJSON
+	if err := json.Unmarshal([]byte(body), &out); code != http.StatusOK || err != nil {
+		t.Fatalf("POST /admin/rules/test %s: %d %s", b, code, body)
+	}
+	return out
+}
+
+// adminPost posts a JSON body to an admin path with the rules test's
+// token.
+func adminPost(t *testing.T, p *pipelinetest.Pipeline, path, body string) (int, string) {
+	t.Helper()
+	code, b := p.Post(t, path, http.Header{"Authorization": {"Bearer " + rulesToken}}, []byte(body))
+	return code, string(b)
 }

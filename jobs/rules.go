@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -186,7 +187,17 @@ func ruleJSON(v interface {
 	if err != nil {
 		return nil, fmt.Errorf("result is not JSON: %w", err)
 	}
-	return protojson.Marshal(native.(*structpb.Value))
+	raw, err := protojson.Marshal(native.(*structpb.Value))
+	if err != nil {
+		return nil, err
+	}
+	// protojson's spacing varies by design; what is signed and sent is
+	// compact.
+	var out bytes.Buffer
+	if err := json.Compact(&out, raw); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
 }
 
 // ruled applies dest's rules to the call req of the stored event ev: the

@@ -53,6 +53,7 @@ func rootCommand() *cobra.Command {
 		destinationsCommand(),
 		importCommand(),
 		listenCommand(),
+		rulesCommand(),
 	)
 	markUsage(root)
 	return root

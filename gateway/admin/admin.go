@@ -28,6 +28,7 @@ type eventStore interface {
 	FeedHead(ctx context.Context) (dedupe.FeedCursor, error)
 	FeedSince(ctx context.Context, t time.Time) (dedupe.FeedCursor, error)
 	FeedBacklog(ctx context.Context, c dedupe.FeedCursor, f dedupe.FeedFilter, most int) (int, bool, error)
+	RuleSamples(ctx context.Context, source string, since time.Time, limit int) ([]dedupe.RuleSample, error)
 }
 
 // Config configures the admin surface.
@@ -230,6 +231,7 @@ func (a *Admin) Mount(e *echo.Echo) {
 	g.POST("/events/:source/:id/replay", a.replayEvent)
 	g.POST("/replay", a.bulkReplayAPI)
 	g.POST("/reload", a.reload)
+	g.POST("/rules/test", a.rulesTest)
 
 	g.GET("/", a.browseList)
 	g.GET("/view/:source/:id", a.redirectToEvent)
@@ -296,7 +298,7 @@ func httpError(err error) error {
 		return err
 	case errors.Is(err, dedupe.ErrNotFound):
 		return echo.NewHTTPError(http.StatusNotFound, "event not found")
-	case errors.Is(err, jobs.ErrUnknownSource), errors.Is(err, jobs.ErrUnknownDestination):
+	case errors.Is(err, jobs.ErrUnknownSource), errors.Is(err, jobs.ErrUnknownDestination), errors.Is(err, errRuleCompile):
 		return echo.NewHTTPError(http.StatusUnprocessableEntity, err.Error())
 	case errors.Is(err, dedupe.ErrBadCursor), errors.Is(err, ErrBadFilter), errors.Is(err, jobs.ErrBadReplay),
 		errors.Is(err, textfield.ErrInvalid):
