@@ -18,4 +18,5 @@ type runStore interface {
 	Finish(ctx context.Context, key string, f dedupe.Finish) (dedupe.Finished, error)
 	AdvanceVersion(ctx context.Context, r dedupe.VersionRequest) (dedupe.Version, error)
 	ReleaseVersion(ctx context.Context, r dedupe.VersionRequest) error
+	Head(ctx context.Context, r dedupe.HeadRequest) (dedupe.Head, error)
 }

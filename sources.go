@@ -96,6 +96,9 @@ func newRoutes(spec SourceSpec, opts SourcesOptions) (map[string]jobs.Destinatio
 		Scheme: spec.Verify.Scheme, Lease: opts.Lease, SourceHasEventType: spec.hasEventType(),
 		Listen: opts.Listen, AllowLinkLocal: opts.AllowLinkLocalDestinations,
 	}
+	if o := spec.Order; o != nil && o.Mode == gateway.OrderFIFO {
+		dopts.Order = jobs.OrderPolicy{FIFO: true, HoldOnFailure: o.OnFailure == gateway.OrderHold}
+	}
 	dests := make(map[string]jobs.Destination, len(spec.Destinations))
 	var errs []error
 	for j, ds := range spec.Destinations {

@@ -159,6 +159,10 @@ WITH input AS (
             WHEN 'stale' THEN 'skipped_stale'
             WHEN 'filtered' THEN 'filtered' END,
         attempts = r.attempts + CASE WHEN l.outcome IN ('retry', 'permanent') THEN 1 ELSE 0 END,
+        -- The claim counted the call it was about to make; one not made
+        -- after all (a hold before calling, a rule, a stale version) is
+        -- not a call: CALLS says how often the destination was called.
+        calls = r.calls - CASE WHEN l.called THEN 0 ELSE 1 END,
         permanent = (l.outcome = 'permanent'),
         result = CASE WHEN l.outcome = 'done' THEN NULLIF(l.result, '')::jsonb ELSE r.result END,
         last_error = CASE WHEN l.outcome IN ('done', 'stale', 'filtered') THEN NULL ELSE NULLIF(l.error, '') END,

@@ -28,7 +28,15 @@ SELECT secret FROM handshake_secrets WHERE source = $1 AND NOT EXISTS (SELECT 1 
 // handshake is first, also across replicas.
 func (s *Store) LearnHandshakeSecret(ctx context.Context, source, secret string) (string, error) {
 	var stored string
-	if err := s.pool.QueryRow(ctx, learnHandshakeSecretSQL, source, secret).Scan(&stored); err != nil {
+	err := s.pool.QueryRow(ctx, learnHandshakeSecretSQL, source, secret).Scan(&stored)
+	if errors.Is(translate(err), ErrNotFound) {
+		// Another handshake's insert committed while this one waited on
+		// it: the statement's snapshot predates that row, a new one has it.
+		if stored, err = s.HandshakeSecret(ctx, source); err == nil && stored == "" {
+			err = ErrNotFound
+		}
+	}
+	if err != nil {
 		return "", fmt.Errorf("error storing handshake secret: %w", err)
 	}
 	return stored, nil

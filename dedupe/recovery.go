@@ -121,8 +121,9 @@ WITH expired AS MATERIALIZED (
     JOIN expired x ON x.key = s.key
     WHERE x.in_call AND s.calls > 0
       AND NOT EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.key = s.key AND a.call = s.calls)
-      AND NOT EXISTS (SELECT 1 FROM events e
-                      WHERE e.source = s.source AND e.external_id = s.external_id AND e.order_entity IS NOT NULL)
+      -- Read by the event's key: the entity index (migration 0025) would
+      -- walk every ordered event.
+      AND (SELECT e.order_entity FROM events e WHERE e.source = s.source AND e.external_id = s.external_id) IS NULL
 )
 SELECT key, source, external_id, destination, generation, status, attempts, due, trace_parent FROM swept`
 

@@ -232,9 +232,14 @@ func newEvent(name string, src Source, h http.Header, body []byte) (dedupe.Event
 		Headers:     headers,
 		Payload:     verify.StoredBody(src.Verifier, body),
 	}
-	if src.OrderEntity != nil && src.OrderVersion != nil {
+	if src.OrderEntity != nil {
+		// Without a version (fifo only), the order is the one recorded.
 		entity, errE := src.OrderEntity.Extract(idHeader, body)
-		version, errV := src.OrderVersion.Extract(idHeader, body)
+		var version string
+		var errV error
+		if src.OrderVersion != nil {
+			version, errV = src.OrderVersion.Extract(idHeader, body)
+		}
 		if err := errors.Join(errE, errV); errors.Is(err, eventid.ErrInvalid) {
 			return dedupe.Event{}, fmt.Errorf("order field: %w", err)
 		}

@@ -103,7 +103,23 @@ type OrderSpec struct {
 	// AllowUnsignedHeader accepts an entity or version read from a header
 	// the scheme does not sign, which a replayed copy may set at will.
 	AllowUnsignedHeader bool `yaml:"allow_unsigned_header"`
+	// Mode is OrderStale (the default: an older version is skipped) or
+	// OrderFIFO (each destination also gets an entity's events one call
+	// at a time, in order).
+	Mode string `yaml:"mode"`
+	// OnFailure is, in fifo mode, what a failed or dead run does to its
+	// entity's later events: OrderContinue (the default) lets them go
+	// on, OrderHold keeps them waiting until it is replayed.
+	OnFailure string `yaml:"on_failure"`
 }
+
+// The order modes and failure policies of OrderSpec.
+const (
+	OrderStale    = "stale"
+	OrderFIFO     = "fifo"
+	OrderContinue = "continue"
+	OrderHold     = "hold"
+)
 
 // SourceOptions is what NewSource needs to know of the rest of the
 // configuration.
@@ -197,7 +213,22 @@ func NewSource(spec SourceSpec, opts SourceOptions) (Source, error) {
 		src.EventType = &t
 	}
 	if o := spec.Order; o != nil {
-		src.OrderEntity, src.OrderVersion = orderField(spec, "entity", o.Entity, add), orderField(spec, "version", o.Version, add)
+		src.OrderEntity = orderField(spec, "entity", o.Entity, add)
+		if o.Version != "" || o.Mode != OrderFIFO {
+			// fifo without a version follows the order recorded.
+			src.OrderVersion = orderField(spec, "version", o.Version, add)
+		}
+		switch o.Mode {
+		case "", OrderStale, OrderFIFO:
+		default:
+			add(field.Errorf("order.mode", "%q is not a mode: stale or fifo", o.Mode))
+		}
+		switch {
+		case o.OnFailure != "" && o.OnFailure != OrderContinue && o.OnFailure != OrderHold:
+			add(field.Errorf("order.on_failure", "%q is not a policy: continue or hold", o.OnFailure))
+		case o.OnFailure != "" && o.Mode != OrderFIFO:
+			add(field.Errorf("order.on_failure", "applies only with mode: fifo"))
+		}
 	}
 	src.ContentWindow = contentWindow(spec, opts.Retention, add)
 	return src, errors.Join(errs...)

@@ -44,6 +44,8 @@ type callResult struct {
 	// label, when set, replaces the settlement's metric label and names
 	// the reason in its log line (a hold because the entity is busy).
 	label string
+	// sequence is the event's place in its entity (fifo), for the call.
+	sequence int
 	// holdReason says why an OutcomeHold waits; the run is shown held
 	// with it.
 	holdReason string
@@ -183,7 +185,11 @@ type callRequest struct {
 	body    []byte
 	// transformed says body is a transform's (Webhookd-Transformed: 1).
 	transformed bool
-	now         time.Time
+	// entity is the event's ordered entity (Webhookd-Entity), sequence
+	// its place in it in fifo mode (Webhookd-Sequence), else 0.
+	entity   string
+	sequence int
+	now      time.Time
 }
 
 // callDestination POSTs the event to the destination and classifies the
@@ -211,6 +217,12 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 	req.Header.Set("Webhookd-Attempt", strconv.Itoa(r.call))
 	if r.transformed {
 		req.Header.Set("Webhookd-Transformed", "1")
+	}
+	if r.entity != "" {
+		req.Header.Set("Webhookd-Entity", r.entity)
+	}
+	if r.sequence > 0 {
+		req.Header.Set("Webhookd-Sequence", strconv.Itoa(r.sequence))
 	}
 	injectTraceContext(ctx, req.Header)
 	if r.dest.Signer != nil {

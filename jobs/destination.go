@@ -94,6 +94,20 @@ type DestinationOptions struct {
 	Listen string
 	// AllowLinkLocal lets a URL name a link-local or metadata address.
 	AllowLinkLocal bool
+	// Order is the source's ordering of an entity's events.
+	Order OrderPolicy
+}
+
+// OrderPolicy is how a destination orders an entity's events (the
+// source's order: mode and on_failure).
+type OrderPolicy struct {
+	// FIFO calls an entity's events one at a time, in order: an event
+	// waits (held, "order") while an earlier one of its entity is not
+	// settled for the destination.
+	FIFO bool
+	// HoldOnFailure keeps an entity's later events waiting behind a
+	// failed or dead one; else that one counts as settled.
+	HoldOnFailure bool
 }
 
 // Destination is where an event's work goes: a DestinationSpec checked,
@@ -130,6 +144,8 @@ type Destination struct {
 	Signer verify.Signer
 	// Rules are the compiled when and transform; nil when neither is set.
 	Rules *Rules
+	// Order is how the destination orders an entity's events.
+	Order OrderPolicy
 }
 
 // Circuit is a destination's circuit breaker (SPEC): after Failures
@@ -172,6 +188,7 @@ func NewDestination(spec DestinationSpec, opts DestinationOptions) (Destination,
 		Name: spec.Name, URL: spec.URL, Timeout: spec.Timeout, MaxAttempts: spec.MaxAttempts, Concurrency: spec.Concurrency,
 		ForwardHeaders: ForwardedHeaders(opts.Scheme, spec.ForwardHeaders),
 		Circuit:        Circuit{Failures: DefaultCircuitFailures, Cooldown: DefaultCircuitCooldown},
+		Order:          opts.Order,
 	}
 	var errs []error
 	add := func(path, format string, args ...any) { errs = append(errs, field.Errorf(path, format, args...)) }

@@ -21,6 +21,7 @@ type runStore interface {
 	Finish(ctx context.Context, key string, f dedupe.Finish) (dedupe.Finished, error)
 	AdvanceVersion(ctx context.Context, r dedupe.VersionRequest) (dedupe.Version, error)
 	ReleaseVersion(ctx context.Context, r dedupe.VersionRequest) error
+	Head(ctx context.Context, r dedupe.HeadRequest) (dedupe.Head, error)
 }
 
 // HandlerConfig configures the deliver handler.
@@ -139,7 +140,7 @@ func (h *Handler) deliver(ctx context.Context, p DeliverPayload) (string, error)
 	ctx, span := h.startDeliver(ctx, p, claim, claimStart)
 	defer span.End()
 	log = log.With(slog.Int("attempt", claim.Call))
-	release, res, ok := h.guard(ctx, log, p, claim)
+	release, res, ok := h.guard(ctx, log, p, dest, claim)
 	var req callRequest
 	if ok {
 		req, res, ok = ruled(dest, callRequest{
@@ -152,6 +153,8 @@ func (h *Handler) deliver(ctx context.Context, p DeliverPayload) (string, error)
 			contentType: claim.Event.ContentType,
 			headers:     claim.Event.Headers,
 			body:        claim.Event.Payload,
+			entity:      claim.Event.OrderEntity,
+			sequence:    res.sequence,
 			now:         h.cfg.Now(),
 		}, claim.Event)
 	}
@@ -216,12 +219,33 @@ func (h *Handler) claim(ctx context.Context, log *slog.Logger, p DeliverPayload,
 // events: ok with a release func (free the entity once the outcome is
 // stored) when the call may go, else the outcome to settle instead of a
 // call: stale (a newer version was forwarded), a hold (another event of
-// the entity is in flight), or a retry (the guard failed). An unordered
-// event is always ok.
-func (h *Handler) guard(ctx context.Context, log *slog.Logger, p DeliverPayload, claim dedupe.Claim) (release func(), res callResult, ok bool) {
+// the entity is in flight, or, fifo, an earlier one is not settled), or
+// a retry (the guard failed). An unordered event is always ok. In fifo
+// mode res.sequence is the event's place in its entity.
+func (h *Handler) guard(ctx context.Context, log *slog.Logger, p DeliverPayload, dest Destination, claim dedupe.Claim) (release func(), res callResult, ok bool) {
 	ev := claim.Event
 	if ev.OrderEntity == "" {
 		return nil, callResult{}, true
+	}
+	if dest.Order.FIFO {
+		head, err := h.store.Head(ctx, dedupe.HeadRequest{Source: p.Source, Destination: p.Destination, Entity: ev.OrderEntity,
+			ExternalID: p.EventID, HoldOnFailure: dest.Order.HoldOnFailure})
+		if err != nil {
+			log.WarnContext(ctx, "ordering check failed", slog.String("error", err.Error()))
+			return nil, callResult{outcome: dedupe.OutcomeRetry, err: "ordering check failed"}, false
+		}
+		if head.Behind != "" {
+			// Not an attempt: polled often, since the head usually
+			// settles within a call's time.
+			return nil, callResult{outcome: dedupe.OutcomeHold, wait: fifoPoll, err: "an earlier event of the entity is not settled",
+				label: "entity_order", holdReason: "order: waiting behind " + head.Behind}, false
+		}
+		res.sequence = head.Sequence
+		if ev.OrderVersion == "" {
+			// No version: the order recorded is the order; nothing is
+			// stale.
+			return nil, res, true
+		}
 	}
 	req := dedupe.VersionRequest{
 		Source: p.Source, Destination: p.Destination, Entity: ev.OrderEntity, Version: ev.OrderVersion,
@@ -248,5 +272,9 @@ func (h *Handler) guard(ctx context.Context, log *slog.Logger, p DeliverPayload,
 		if err := h.store.ReleaseVersion(context.WithoutCancel(ctx), req); err != nil {
 			log.WarnContext(ctx, "could not release the entity; it frees when the lease passes", slog.String("error", err.Error()))
 		}
-	}, callResult{}, true
+	}, callResult{sequence: res.sequence}, true
 }
+
+// fifoPoll is how soon an event waiting behind an earlier one of its
+// entity (fifo) asks again.
+const fifoPoll = 250 * time.Millisecond

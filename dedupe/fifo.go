@@ -1,0 +1,70 @@
+package dedupe
+
+import (
+	"context"
+	"fmt"
+)
+
+// HeadRequest asks where an event stands in its entity's order for one
+// destination (fifo mode).
+type HeadRequest struct {
+	Source, Destination, Entity, ExternalID string
+	// HoldOnFailure counts a failed or dead run of an earlier event as
+	// not settled: the entity waits for it to be replayed.
+	HoldOnFailure bool
+}
+
+// Head is an event's place in its entity's order for a destination.
+type Head struct {
+	// Behind is the earliest event of the entity before this one whose
+	// run for the destination is not settled; empty when the event is
+	// the entity's head and may be called.
+	Behind string
+	// Sequence is the event's position in its entity, from 1: the
+	// entity's events recorded before it (or of a lower version), plus
+	// one.
+	Sequence int
+}
+
+// headSQL finds an event's place in its entity: "before" is version
+// order when both events carry a version (webhookd_version_cmp, ties by
+// the order recorded), else the order recorded. An earlier event counts
+// only if the destination is in its plan (or it has no plan), and is
+// settled when its latest run for the destination is done, filtered or
+// skipped_stale, or (unless $5) failed for good or dead.
+const headSQL = `
+WITH cur AS (
+    SELECT received_at, external_id, order_version FROM events WHERE source = $1 AND external_id = $4
+), earlier AS (
+    SELECT p.external_id, p.received_at, p.plan
+    FROM events p, cur
+    WHERE p.source = $1 AND p.order_entity = $3 AND p.external_id <> cur.external_id
+      AND CASE WHEN NULLIF(p.order_version, '') IS NOT NULL AND NULLIF(cur.order_version, '') IS NOT NULL
+                    AND webhookd_version_cmp(p.order_version, cur.order_version) <> 0
+               THEN webhookd_version_cmp(p.order_version, cur.order_version) < 0
+               ELSE (p.received_at, p.external_id) < (cur.received_at, cur.external_id) END
+)
+SELECT (SELECT e.external_id FROM earlier e
+        WHERE (e.plan IS NULL OR $2 = ANY (e.plan))
+          AND NOT COALESCE((SELECT r.status IN ('done', 'filtered', 'skipped_stale')
+                                   OR (NOT $5 AND (r.status = 'dead' OR (r.status = 'failed' AND r.permanent)))
+                            FROM job_runs r
+                            WHERE r.source = $1 AND r.external_id = e.external_id AND r.destination = $2
+                            ORDER BY r.generation DESC LIMIT 1), false)
+        ORDER BY e.received_at, e.external_id LIMIT 1),
+       (SELECT count(*) + 1 FROM earlier)`
+
+// Head returns where r's event stands in its entity's order for r's
+// destination: the event it waits behind, if any, and its sequence.
+func (s *Store) Head(ctx context.Context, r HeadRequest) (Head, error) {
+	var h Head
+	var behind *string
+	if err := s.pool.QueryRow(ctx, headSQL, r.Source, r.Destination, r.Entity, r.ExternalID, r.HoldOnFailure).
+		Scan(&behind, &h.Sequence); err != nil {
+		return Head{}, fmt.Errorf("error finding the head of entity %s: %w", r.Entity, err)
+	}
+	if behind != nil {
+		h.Behind = *behind
+	}
+	return h, nil
+}

@@ -1,0 +1,191 @@
+package gateway_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
+	"github.com/webhookd/webhookd/jobs"
+)
+
+// entitySink records, per entity, the events in the order their calls
+// came, the most calls of one entity in flight at once, and the most
+// calls in flight overall; answer decides each call's status.
+type entitySink struct {
+	*httptest.Server
+	mu             sync.Mutex
+	order          map[string][]string
+	sequences      map[string][]int
+	inFlight       map[string]int
+	mostPerEntity  int
+	total, mostAll int
+	answer         func(id string, n int) int
+	tries          map[string]int
+}
+
+func newEntitySink(t *testing.T, answer func(id string, n int) int) *entitySink {
+	s := &entitySink{order: map[string][]string{}, sequences: map[string][]int{}, inFlight: map[string]int{},
+		tries: map[string]int{}, answer: answer}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entity, id := r.Header.Get("Webhookd-Entity"), r.Header.Get("Webhookd-Event-Id")
+		seq, _ := strconv.Atoi(r.Header.Get("Webhookd-Sequence"))
+		s.mu.Lock()
+		s.inFlight[entity]++
+		s.mostPerEntity = max(s.mostPerEntity, s.inFlight[entity])
+		s.total++
+		s.mostAll = max(s.mostAll, s.total)
+		s.tries[id]++
+		code := s.answer(id, s.tries[id])
+		s.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+		s.mu.Lock()
+		s.inFlight[entity]--
+		s.total--
+		if code < 300 {
+			s.order[entity] = append(s.order[entity], id)
+			s.sequences[entity] = append(s.sequences[entity], seq)
+		}
+		s.mu.Unlock()
+		w.WriteHeader(code)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *entitySink) delivered() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, ids := range s.order {
+		n += len(ids)
+	}
+	return n
+}
+
+// sendEntities sends perEntity events for each of entities, each
+// entity's in order from its own goroutine (all entities at once), and
+// returns each entity's ids in the order they were recorded.
+func sendEntities(t *testing.T, p *pipelinetest.Pipeline, prefix string, entities, perEntity int) map[string][]string {
+	t.Helper()
+	sent := map[string][]string{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for e := range entities {
+		entity := fmt.Sprintf("cus_%s%d", prefix, e)
+		wg.Go(func() {
+			for i := range perEntity {
+				id := fmt.Sprintf("evt_%s%d_%d", prefix, e, i)
+				body := fmt.Sprintf(`{"id":%q,"type":"customer.updated","data":{"object":{"customer":%q}}}`, id, entity)
+				if code, b := p.Send(t, []byte(body)); code != http.StatusAccepted {
+					t.Errorf("send %s: %d %s", id, code, b)
+					return
+				}
+				mu.Lock()
+				sent[entity] = append(sent[entity], id)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return sent
+}
+
+// TestFIFOPerEntity: with order mode fifo, a destination gets each
+// entity's events one call at a time in the order they were recorded
+// (Webhookd-Sequence 1, 2, …), entities in parallel; an event that fails
+// once and is retried holds only its own entity.
+func TestFIFOPerEntity(t *testing.T) {
+	t.Parallel()
+	sink := newEntitySink(t, func(id string, n int) int {
+		if strings.HasSuffix(id, "_3") && n == 1 { // every entity's 4th event fails once
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	p := pipelinetest.Start(t, pipelinetest.Options{Destinations: map[string]string{"ledger": sink.URL},
+		OrderEntity: "json:data.object.customer", OrderMode: "fifo"})
+	const entities, perEntity = 6, 8
+	sent := sendEntities(t, p, "a", entities, perEntity)
+	pipelinetest.Eventually(t, 60*time.Second, "every event delivered", func() bool { return sink.delivered() == entities*perEntity })
+
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	for entity, ids := range sent {
+		if !slices.Equal(sink.order[entity], ids) {
+			t.Errorf("%s delivered as %v, recorded as %v", entity, sink.order[entity], ids)
+		}
+		want := make([]int, perEntity)
+		for i := range want {
+			want[i] = i + 1
+		}
+		if !slices.Equal(sink.sequences[entity], want) {
+			t.Errorf("%s's Webhookd-Sequence %v, want %v", entity, sink.sequences[entity], want)
+		}
+	}
+	if sink.mostPerEntity != 1 {
+		t.Errorf("an entity had %d calls in flight at once, want 1", sink.mostPerEntity)
+	}
+	if sink.mostAll < 2 {
+		t.Errorf("at most %d calls in flight overall: entities were not delivered in parallel", sink.mostAll)
+	}
+	if n := p.Schema.Int(t, `SELECT count(*) FROM delivery_attempts WHERE succeeded GROUP BY key ORDER BY 1 DESC LIMIT 1`); n != 1 {
+		t.Errorf("a key was delivered %d times", n)
+	}
+}
+
+// TestFIFOHoldOnFailure: with on_failure hold, an event the destination
+// refuses keeps its entity's later events waiting, shown held behind it,
+// while other entities go on; replaying it once the destination takes it
+// lets the entity go on, in order.
+func TestFIFOHoldOnFailure(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	refuse := true
+	sink := newEntitySink(t, func(id string, _ int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if id == "evt_b0_1" && refuse {
+			return http.StatusBadRequest
+		}
+		return http.StatusOK
+	})
+	p := pipelinetest.Start(t, pipelinetest.Options{Destinations: map[string]string{"ledger": sink.URL},
+		OrderEntity: "json:data.object.customer", OrderMode: "fifo", OrderOnFailure: "hold"})
+	sent := sendEntities(t, p, "b", 3, 4)
+	// cus_b0: evt_b0_0 delivered, evt_b0_1 failed; the other two entities
+	// complete.
+	pipelinetest.Eventually(t, 30*time.Second, "the other entities delivered", func() bool { return sink.delivered() == 1+4+4 })
+	time.Sleep(time.Second)
+	if got := sink.delivered(); got != 9 {
+		t.Fatalf("%d delivered, want 9 (cus_b0 held behind its failed event)", got)
+	}
+	d, err := p.Store.GetEvent(t.Context(), pipelinetest.Source, "evt_b0_2", dedupe.DestinationView{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Runs) != 1 || d.Runs[0].Shown != dedupe.ShownHeld || d.Runs[0].HoldReason != "order: waiting behind evt_b0_1" {
+		t.Errorf("evt_b0_2's run %+v, want held, order: waiting behind evt_b0_1", d.Runs)
+	}
+
+	mu.Lock()
+	refuse = false
+	mu.Unlock()
+	r := jobs.NewReplayer(p.Store, p.Enqueuer, p.Routes, jobs.ReplayerConfig{})
+	if _, err := r.Replay(t.Context(), jobs.ReplayRequest{Source: pipelinetest.Source, EventID: "evt_b0_1"}); err != nil {
+		t.Fatal(err)
+	}
+	pipelinetest.Eventually(t, 30*time.Second, "cus_b0 delivered after the replay", func() bool { return sink.delivered() == 12 })
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if !slices.Equal(sink.order["cus_b0"], sent["cus_b0"]) {
+		t.Errorf("cus_b0 delivered as %v, recorded as %v", sink.order["cus_b0"], sent["cus_b0"])
+	}
+}
