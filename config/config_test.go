@@ -160,7 +160,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name:       "bad destination url",
 			givenYAML:  strings.Replace(validConfig, "https://ci.example.com/hook", "ci.example.com/hook", 1),
-			expectText: []string{"w.yaml:29", "sources[1].destinations[0].url", "absolute http(s) URL"},
+			expectText: []string{"w.yaml:29", "sources[1].destinations[0].url", "absolute URL: http(s):// or nats://"},
 		},
 		{
 			name:       "bad event type spec",
@@ -735,7 +735,7 @@ func TestEveryProblemOfAFileAtOnce(t *testing.T) {
 		"w.yaml:20: sources[0].destinations[0].timeot: unknown key (did you mean timeout?)",
 		`w.yaml:25: sources[1].verify.scheme: unknown scheme "githib"`,
 		"(did you mean github?)",
-		"w.yaml:29: sources[1].destinations[0].url: must be an absolute http(s) URL",
+		"w.yaml:29: sources[1].destinations[0].url: must be an absolute URL: http(s):// or nats://",
 	}
 	got := err.Error()
 	last := -1

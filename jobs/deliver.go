@@ -192,6 +192,51 @@ type callRequest struct {
 	now      time.Time
 }
 
+// callHeaders are the headers of a call whatever its kind: the sender's
+// forwarded ones, the content type, the key, the Webhookd-* headers, the
+// trace context and the signature (made over the body sent). An error
+// means the call cannot be signed.
+func callHeaders(ctx context.Context, r callRequest) (http.Header, error) {
+	h := http.Header{}
+	forwardHeaders(h, r.headers, r.dest.ForwardHeaders)
+	for k, v := range r.dest.Headers {
+		h.Set(k, v)
+	}
+	if r.contentType != "" {
+		h.Set("Content-Type", r.contentType)
+	}
+	h.Set("User-Agent", "webhookd")
+	h.Set("Idempotency-Key", r.key)
+	h.Set("Webhookd-Source", r.source)
+	h.Set("Webhookd-Event-Id", r.eventID)
+	if r.eventType != "" {
+		h.Set("Webhookd-Event-Type", r.eventType)
+	}
+	h.Set("Webhookd-Attempt", strconv.Itoa(r.call))
+	if r.transformed {
+		h.Set("Webhookd-Transformed", "1")
+	}
+	if r.entity != "" {
+		h.Set("Webhookd-Entity", r.entity)
+	}
+	if r.sequence > 0 {
+		h.Set("Webhookd-Sequence", strconv.Itoa(r.sequence))
+	}
+	injectTraceContext(ctx, h)
+	if r.dest.Signer != nil {
+		// Standard Webhooks headers, as the verifier's own signer writes
+		// them for a sender; the message id is the key.
+		sig, _, err := r.dest.Signer.Sign(r.body, r.now, r.key)
+		if err != nil {
+			return nil, fmt.Errorf("could not sign the call: %w", err)
+		}
+		for k, v := range sig {
+			h[k] = v
+		}
+	}
+	return h, nil
+}
+
 // callDestination POSTs the event to the destination and classifies the
 // answer per SPEC's table (package doc); client must not follow redirects
 // (HandlerConfig.WithDefaults makes sure). It never returns an error:
@@ -203,38 +248,13 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 	if err != nil {
 		return callResult{outcome: dedupe.OutcomePermanent, err: "invalid destination request: " + describeCallError(err, r.dest.URL)}
 	}
-	forwardHeaders(req.Header, r.headers, r.dest.ForwardHeaders)
-	if r.contentType != "" {
-		req.Header.Set("Content-Type", r.contentType)
+	h, err := callHeaders(ctx, r)
+	if err != nil {
+		return callResult{outcome: dedupe.OutcomePermanent, err: err.Error()}
 	}
-	req.Header.Set("User-Agent", "webhookd")
-	req.Header.Set("Idempotency-Key", r.key)
-	req.Header.Set("Webhookd-Source", r.source)
-	req.Header.Set("Webhookd-Event-Id", r.eventID)
-	if r.eventType != "" {
-		req.Header.Set("Webhookd-Event-Type", r.eventType)
-	}
-	req.Header.Set("Webhookd-Attempt", strconv.Itoa(r.call))
-	if r.transformed {
-		req.Header.Set("Webhookd-Transformed", "1")
-	}
-	if r.entity != "" {
-		req.Header.Set("Webhookd-Entity", r.entity)
-	}
-	if r.sequence > 0 {
-		req.Header.Set("Webhookd-Sequence", strconv.Itoa(r.sequence))
-	}
-	injectTraceContext(ctx, req.Header)
-	if r.dest.Signer != nil {
-		// Standard Webhooks headers, as the verifier's own signer writes
-		// them for a sender; the message id is the key.
-		h, _, err := r.dest.Signer.Sign(r.body, r.now, r.key)
-		if err != nil {
-			return callResult{outcome: dedupe.OutcomePermanent, err: "could not sign the call: " + err.Error()}
-		}
-		for k, v := range h {
-			req.Header[k] = v
-		}
+	req.Header = h
+	if r.dest.Auth != nil {
+		r.dest.Auth.apply(req)
 	}
 
 	start := time.Now()

@@ -3,7 +3,6 @@ package jobs
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -61,6 +60,16 @@ type DestinationSpec struct {
 	Filter []string `yaml:"filter"`
 	// ForwardHeaders are request headers forwarded besides the scheme's.
 	ForwardHeaders []string `yaml:"forward_headers"`
+	// Subject is a nats:// destination's subject; {source}, {type} and
+	// {destination} are replaced.
+	Subject string `yaml:"subject"`
+	// Headers are static headers every HTTP call carries.
+	Headers map[string]string `yaml:"headers"`
+	// Auth is an HTTP destination's credentials.
+	Auth *AuthSpec `yaml:"auth"`
+	// SigningSecrets sign with each (Standard Webhooks: one v1 signature
+	// per secret) while the receiver rotates; beside SigningSecret.
+	SigningSecrets []string `yaml:"signing_secrets"`
 	// When is a CEL expression over event and body (rules.go): an event
 	// it rejects is not sent (its run is filtered). Empty sends every
 	// event the filter wants.
@@ -146,6 +155,12 @@ type Destination struct {
 	Rules *Rules
 	// Order is how the destination orders an entity's events.
 	Order OrderPolicy
+	// Headers are static headers every HTTP call carries.
+	Headers map[string]string
+	// Auth, when set, is the credential every HTTP call carries.
+	Auth *httpAuth
+	// kind makes the call: an HTTP POST, or a broker's publish.
+	kind kind
 }
 
 // Circuit is a destination's circuit breaker (SPEC): after Failures
@@ -195,11 +210,9 @@ func NewDestination(spec DestinationSpec, opts DestinationOptions) (Destination,
 	if err := CheckName(spec.Name); err != nil {
 		add("name", "%s", err)
 	}
-	if u, err := url.Parse(spec.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		add("url", "must be an absolute http(s) URL")
-	} else if err := checkDestinationURL(u, opts.Listen, opts.AllowLinkLocal); err != nil {
-		add("url", "%s", err)
-	}
+	k, err := newKind(spec, opts)
+	errs = append(errs, err)
+	d.kind = k
 	switch {
 	case spec.Timeout < 0:
 		add("timeout", "must not be negative")
@@ -264,10 +277,24 @@ func NewDestination(spec DestinationSpec, opts DestinationOptions) (Destination,
 	rules, err := CompileRules(spec.When, spec.Transform)
 	errs = append(errs, err)
 	d.Rules = rules
-	if spec.SigningSecret != "" {
-		s, err := verify.NewSigner(verify.Config{Scheme: verify.SchemeStandard, Secrets: []string{spec.SigningSecret}})
+	for name := range spec.Headers {
+		switch {
+		case !httpguts.ValidHeaderFieldName(name):
+			add("headers", "%q is not a header name", name)
+		case ReservedHeader(name):
+			add("headers", "%s is set by webhookd itself", name)
+		case !httpguts.ValidHeaderFieldValue(spec.Headers[name]):
+			add("headers", "%s: the value holds a character a header cannot carry", name)
+		}
+	}
+	d.Headers = spec.Headers
+	auth, err := newHTTPAuth(spec.Auth)
+	errs = append(errs, err)
+	d.Auth = auth
+	if secrets := signingSecrets(spec); len(secrets) > 0 {
+		s, err := verify.NewSigner(verify.Config{Scheme: verify.SchemeStandard, Secrets: secrets})
 		if err != nil {
-			add("signing_secret", "must be a Standard Webhooks secret, whsec_ followed by base64")
+			add("signing_secrets", "each must be a Standard Webhooks secret, whsec_ followed by base64")
 		}
 		d.Signer = s
 	}
@@ -289,4 +316,14 @@ func parseRate(v string) (redis_rate.Limit, error) {
 		return redis_rate.Limit{Rate: n, Period: time.Second, Burst: n}, nil
 	}
 	return redis_rate.Limit{Rate: n, Period: time.Minute, Burst: max(1, (n+59)/60)}, nil
+}
+
+// signingSecrets are the secrets a destination's calls are signed with:
+// signing_secret, then signing_secrets.
+func signingSecrets(spec DestinationSpec) []string {
+	var out []string
+	if spec.SigningSecret != "" {
+		out = append(out, spec.SigningSecret)
+	}
+	return append(out, spec.SigningSecrets...)
 }

@@ -160,9 +160,9 @@ func (h *Handler) deliver(ctx context.Context, p DeliverPayload) (string, error)
 	}
 	if ok {
 		callCtx, callSpan := h.startCall(ctx, dest, claim.Call)
-		res = callDestination(callCtx, h.cfg.HTTPClient, req)
+		res = kindOf(dest).call(callCtx, h.cfg.HTTPClient, req)
 		endCall(callSpan, res)
-		h.cfg.Metrics.called(p.Source, p.Destination, res.statusCode, res.duration)
+		h.cfg.Metrics.called(p.Source, p.Destination, res.statusCode, res.outcome == dedupe.OutcomeDone, res.duration)
 	}
 	outcome, err = h.settle(ctx, log, p, claim, res)
 	h.steered(ctx, log, p, dest, adm, res)

@@ -141,15 +141,19 @@ func (m *Metrics) outcome(source, destination, outcome string) {
 	}
 }
 
-// called counts a call that went out, by its answer's class, and its
+// called counts a call that went out, by its answer's class (a broker's
+// acknowledgement, acked without an HTTP status, is 2xx), and its
 // duration.
-func (m *Metrics) called(source, destination string, statusCode int, d time.Duration) {
+func (m *Metrics) called(source, destination string, statusCode int, acked bool, d time.Duration) {
 	if m == nil {
 		return
 	}
 	class := "error"
-	if statusCode >= 200 && statusCode < 600 {
+	switch {
+	case statusCode >= 200 && statusCode < 600:
 		class = strconv.Itoa(statusCode/100) + "xx"
+	case acked:
+		class = "2xx" // a broker's acknowledgement
 	}
 	m.calls.WithLabelValues(source, destination, class).Inc()
 	if d > 0 {

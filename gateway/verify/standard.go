@@ -167,15 +167,21 @@ func (s *standardScheme) sign(body []byte, now time.Time, msgID string) (http.He
 	if msgID == "" {
 		return nil, "", errors.New("verify: scheme standard needs a message id (webhook-id)")
 	}
-	st := s.macs[0].get()
-	defer s.macs[0].put(st)
 	ts := strconv.FormatInt(now.Unix(), 10)
-	st.writeString(msgID + "." + ts + ".")
-	st.h.Write(body)
+	// One v1 signature per secret, space-separated: while a receiver
+	// rotates, it accepts the call under the old secret or the new.
+	sigs := make([]string, len(s.macs))
+	for i, mac := range s.macs {
+		st := mac.get()
+		st.writeString(msgID + "." + ts + ".")
+		st.h.Write(body)
+		sigs[i] = "v1," + base64.StdEncoding.EncodeToString(st.finish())
+		mac.put(st)
+	}
 	h := http.Header{}
 	h.Set(standardIDHeader, msgID)
 	h.Set(standardTimestampHeader, ts)
-	h.Set(standardSigHeader, "v1,"+base64.StdEncoding.EncodeToString(st.finish()))
+	h.Set(standardSigHeader, strings.Join(sigs, " "))
 	return h, "", nil
 }
 

@@ -1,0 +1,90 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/internal/field"
+)
+
+// kind is how a destination's call is made, picked by its URL's scheme
+// (SPEC: "Destination kinds"): an HTTP POST, or a publish to a broker
+// that takes the key into its own deduplication. Claim, steering,
+// ordering, rules, attempts, replay, metrics and tracing are the
+// worker's, the same for every kind; a kind only makes the call and
+// classifies its outcome as the destination call's table says.
+type kind interface {
+	call(ctx context.Context, client *http.Client, r callRequest) callResult
+}
+
+// newKind builds the kind spec's URL names, checking what it needs.
+func newKind(spec DestinationSpec, opts DestinationOptions) (kind, error) {
+	u, err := url.Parse(spec.URL)
+	if err != nil || u.Host == "" {
+		return nil, field.Errorf("url", "must be an absolute URL: http(s):// or nats://")
+	}
+	if u.Scheme != "nats" && spec.Subject != "" {
+		return nil, field.Errorf("subject", "applies only to a nats:// destination")
+	}
+	switch u.Scheme {
+	case "http", "https":
+		if err := checkDestinationURL(u, opts.Listen, opts.AllowLinkLocal); err != nil {
+			return nil, field.Errorf("url", "%s", err)
+		}
+		return httpKind{}, nil
+	case "nats":
+		if spec.Auth != nil || len(spec.Headers) > 0 {
+			return nil, field.Errorf("auth", "auth and headers apply only to an http(s) destination")
+		}
+		return newNATSKind(u, spec.Subject)
+	}
+	return nil, field.Errorf("url", "scheme %q is not a destination kind: http, https or nats", u.Scheme)
+}
+
+// httpKind POSTs the event (callDestination).
+type httpKind struct{}
+
+func (httpKind) call(ctx context.Context, client *http.Client, r callRequest) callResult {
+	return callDestination(ctx, client, r)
+}
+
+// kindOf is d's kind; a Destination built without NewDestination (a
+// test's) is HTTP.
+func kindOf(d Destination) kind {
+	if d.kind == nil {
+		return httpKind{}
+	}
+	return d.kind
+}
+
+// subjectTemplate checks a subject (routing key, topic) template: only
+// {source}, {type} and {destination} are replaced.
+func subjectTemplate(key, tmpl string) error {
+	if tmpl == "" {
+		return field.Errorf(key, "required")
+	}
+	rest := tmpl
+	for _, p := range []string{"{source}", "{type}", "{destination}"} {
+		rest = strings.ReplaceAll(rest, p, "")
+	}
+	if strings.ContainsAny(rest, "{}") {
+		return &field.Error{Path: key, Err: errors.New("only {source}, {type} and {destination} are replaced")}
+	}
+	return nil
+}
+
+// expandSubject fills a subject template for a call.
+func expandSubject(tmpl string, r callRequest) string {
+	return strings.NewReplacer("{source}", r.source, "{type}", r.eventType, "{destination}", r.dest.Name).Replace(tmpl)
+}
+
+// unavailable is the outcome of a broker that could not be reached or
+// refused the message: a failed attempt, like a 5xx. The error never
+// shows the URL's credentials.
+func unavailable(r callRequest, what string, err error) callResult {
+	return callResult{outcome: dedupe.OutcomeRetry, err: what + ": " + describeCallError(err, r.dest.URL)}
+}
