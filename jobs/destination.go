@@ -63,6 +63,11 @@ type DestinationSpec struct {
 	// Subject is a nats:// destination's subject; {source}, {type} and
 	// {destination} are replaced.
 	Subject string `yaml:"subject"`
+	// Exchange and RoutingKey are an amqp:// destination's exchange
+	// ("" is the default exchange) and routing key ({source}, {type} and
+	// {destination} are replaced).
+	Exchange   string `yaml:"exchange"`
+	RoutingKey string `yaml:"routing_key"`
 	// Headers are static headers every HTTP call carries.
 	Headers map[string]string `yaml:"headers"`
 	// Auth is an HTTP destination's credentials.

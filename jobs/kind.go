@@ -25,10 +25,13 @@ type kind interface {
 func newKind(spec DestinationSpec, opts DestinationOptions) (kind, error) {
 	u, err := url.Parse(spec.URL)
 	if err != nil || u.Host == "" {
-		return nil, field.Errorf("url", "must be an absolute URL: http(s):// or nats://")
+		return nil, field.Errorf("url", "must be an absolute URL: http(s)://, nats:// or amqp://")
 	}
 	if u.Scheme != "nats" && spec.Subject != "" {
 		return nil, field.Errorf("subject", "applies only to a nats:// destination")
+	}
+	if u.Scheme != "amqp" && u.Scheme != "amqps" && (spec.Exchange != "" || spec.RoutingKey != "") {
+		return nil, field.Errorf("routing_key", "exchange and routing_key apply only to an amqp:// destination")
 	}
 	switch u.Scheme {
 	case "http", "https":
@@ -41,8 +44,13 @@ func newKind(spec DestinationSpec, opts DestinationOptions) (kind, error) {
 			return nil, field.Errorf("auth", "auth and headers apply only to an http(s) destination")
 		}
 		return newNATSKind(u, spec.Subject)
+	case "amqp", "amqps":
+		if spec.Auth != nil || len(spec.Headers) > 0 {
+			return nil, field.Errorf("auth", "auth and headers apply only to an http(s) destination")
+		}
+		return newAMQPKind(u, spec.Exchange, spec.RoutingKey)
 	}
-	return nil, field.Errorf("url", "scheme %q is not a destination kind: http, https or nats", u.Scheme)
+	return nil, field.Errorf("url", "scheme %q is not a destination kind: http, https, nats or amqp", u.Scheme)
 }
 
 // httpKind POSTs the event (callDestination).
