@@ -160,7 +160,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name:       "bad destination url",
 			givenYAML:  strings.Replace(validConfig, "https://ci.example.com/hook", "ci.example.com/hook", 1),
-			expectText: []string{"w.yaml:29", "sources[1].destinations[0].url", "absolute URL: http(s)://, nats:// or amqp://"},
+			expectText: []string{"w.yaml:29", "sources[1].destinations[0].url", "absolute URL: http(s)://, nats://, amqp:// or kafka://"},
 		},
 		{
 			name:       "bad event type spec",

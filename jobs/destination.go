@@ -68,6 +68,9 @@ type DestinationSpec struct {
 	// {destination} are replaced).
 	Exchange   string `yaml:"exchange"`
 	RoutingKey string `yaml:"routing_key"`
+	// Topic is a kafka:// destination's topic ({source}, {type} and
+	// {destination} are replaced).
+	Topic string `yaml:"topic"`
 	// Headers are static headers every HTTP call carries.
 	Headers map[string]string `yaml:"headers"`
 	// Auth is an HTTP destination's credentials.

@@ -23,9 +23,20 @@ type kind interface {
 
 // newKind builds the kind spec's URL names, checking what it needs.
 func newKind(spec DestinationSpec, opts DestinationOptions) (kind, error) {
+	isKafka := strings.HasPrefix(spec.URL, kafkaScheme)
+	if !isKafka && spec.Topic != "" {
+		return nil, field.Errorf("topic", "applies only to a kafka:// destination")
+	}
+	if isKafka {
+		// Several brokers, comma-separated: not one URL's host.
+		if spec.Auth != nil || len(spec.Headers) > 0 {
+			return nil, field.Errorf("auth", "auth and headers apply only to an http(s) destination")
+		}
+		return newKafkaKind(spec.URL, spec.Topic)
+	}
 	u, err := url.Parse(spec.URL)
 	if err != nil || u.Host == "" {
-		return nil, field.Errorf("url", "must be an absolute URL: http(s)://, nats:// or amqp://")
+		return nil, field.Errorf("url", "must be an absolute URL: http(s)://, nats://, amqp:// or kafka://")
 	}
 	if u.Scheme != "nats" && spec.Subject != "" {
 		return nil, field.Errorf("subject", "applies only to a nats:// destination")
@@ -50,7 +61,7 @@ func newKind(spec DestinationSpec, opts DestinationOptions) (kind, error) {
 		}
 		return newAMQPKind(u, spec.Exchange, spec.RoutingKey)
 	}
-	return nil, field.Errorf("url", "scheme %q is not a destination kind: http, https, nats or amqp", u.Scheme)
+	return nil, field.Errorf("url", "scheme %q is not a destination kind: http, https, nats, amqp or kafka", u.Scheme)
 }
 
 // httpKind POSTs the event (callDestination).
