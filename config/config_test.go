@@ -735,7 +735,7 @@ func TestEveryProblemOfAFileAtOnce(t *testing.T) {
 		"w.yaml:20: sources[0].destinations[0].timeot: unknown key (did you mean timeout?)",
 		`w.yaml:25: sources[1].verify.scheme: unknown scheme "githib"`,
 		"(did you mean github?)",
-		"w.yaml:29: sources[1].destinations[0].url: must be an absolute URL: http(s)://, nats:// or amqp://",
+		"w.yaml:29: sources[1].destinations[0].url: must be an absolute URL: http(s)://, nats://, amqp:// or kafka://",
 	}
 	got := err.Error()
 	last := -1
