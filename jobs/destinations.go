@@ -174,6 +174,9 @@ type DestinationStatus struct {
 	DestinationState
 	// Pause is the pause's record while paused.
 	Pause *dedupe.Pause
+	// URL is where calls go, credentials redacted (user, password and
+	// query values).
+	URL string
 	// Limits as configured.
 	Concurrency int
 	Rate        string
@@ -221,7 +224,7 @@ func (d *Destinations) status(ctx context.Context, source, name string) (Destina
 	if !ok {
 		return DestinationStatus{}, fmt.Errorf("%w: %s/%s", ErrUnknownDestination, source, name)
 	}
-	out := DestinationStatus{Source: source, Destination: name, Concurrency: dest.Concurrency, Circuit: dest.Circuit}
+	out := DestinationStatus{Source: source, Destination: name, URL: redactURL(dest.URL), Concurrency: dest.Concurrency, Circuit: dest.Circuit}
 	if dest.Rate != nil {
 		out.Rate = dest.Rate.String()
 	}

@@ -42,16 +42,18 @@ type DestinationJSON struct {
 	RateLimit           string     `json:"rate_limit,omitempty"`
 	CircuitFailures     int        `json:"circuit_failures"`
 	CircuitCooldown     string     `json:"circuit_cooldown,omitempty"`
+	// URL is where calls go, credentials redacted.
+	URL string `json:"url"`
 }
 
 func toDestinationJSON(st jobs.DestinationStatus) DestinationJSON {
 	out := DestinationJSON{
-		Source: st.Source, Destination: st.Destination, State: st.State, InFlight: st.InFlight,
+		Source: st.Source, Destination: st.Destination, URL: st.URL, State: st.State, InFlight: st.InFlight,
 		ConsecutiveFailures: st.ConsecutiveFailures, Concurrency: st.Concurrency, RateLimit: st.Rate,
 		CircuitFailures: st.Circuit.Failures,
 	}
 	if st.Circuit.Failures > 0 {
-		out.CircuitCooldown = st.Circuit.Cooldown.String()
+		out.CircuitCooldown = shortDuration(st.Circuit.Cooldown)
 	}
 	if !st.LastFailure.IsZero() {
 		out.LastFailure = &st.LastFailure
@@ -204,4 +206,17 @@ func (a *Admin) browseSteer(pause bool) echo.HandlerFunc {
 		}
 		return c.Redirect(http.StatusSeeOther, "/admin/view/destinations?"+url.Values{"done": {done}}.Encode())
 	}
+}
+
+// shortDuration writes d as an operator reads it: "30s", "1m", "1m30s",
+// "2h" (Go's String writes "1m0s").
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -35,6 +35,14 @@ func TestDestinationsAPI(t *testing.T) {
 	if code := b.do(t, http.MethodGet, "/admin/destinations", "", &list); code != http.StatusOK || list.Destinations[0].State != "paused" {
 		t.Fatalf("list after the pause: %d %+v", code, list)
 	}
+	// The page: the state a pill of its own colour (paused is not the
+	// grey of active), the URL, durations as written.
+	_, page := callWith(t, b.srv.URL, request{method: http.MethodGet, path: "/admin/view/destinations"}, http.Header{"Authorization": {"Bearer tok"}})
+	for _, want := range []string{`<span class="state dest-paused">paused</span>`, "<code>" + b.p.Routes["stripe"][destName].URL + "</code>", "circuit after 20 failures, 1m<"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the destinations page does not show %s:\n%s", want, page)
+		}
+	}
 	var resumed dest
 	if code := b.do(t, http.MethodPost, path+"/resume", "", &resumed); code != http.StatusOK || resumed.State != "active" || resumed.PausedBy != "" {
 		t.Fatalf("resume: %d %+v", code, resumed)
