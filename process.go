@@ -60,6 +60,14 @@ type AdminConfig struct {
 	SecureCookie bool
 }
 
+// RejectedConfig bounds the rejected requests kept (gateway.RejectedConfig).
+type RejectedConfig struct {
+	// PerSourcePerMinute defaults to gateway.DefaultRejectedPerSourcePerMinute.
+	PerSourcePerMinute int
+	// Retention defaults to gateway.DefaultRejectedRetention.
+	Retention time.Duration
+}
+
 // WorkerConfig tunes the worker.
 type WorkerConfig struct {
 	// Concurrency is the number of tasks run at once. Defaults to 256.
@@ -109,6 +117,9 @@ type Config struct {
 	Sources *Sources
 	// Admin configures /admin.
 	Admin AdminConfig
+	// Rejected bounds the rejected requests a gateway keeps (rejected:);
+	// zero fields take gateway's defaults.
+	Rejected RejectedConfig
 	// Worker tunes the worker.
 	Worker WorkerConfig
 	// Recovery tunes the reconciler; Lease, Logger, Metrics and
@@ -281,6 +292,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 			}
 		}
 		gwCfg.Sources = cfg.Sources.Gateway
+		gwCfg.Rejected = gateway.NewRejectedRecorder(store, gateway.RejectedConfig{
+			PerSourcePerMinute: cfg.Rejected.PerSourcePerMinute, Retention: cfg.Rejected.Retention, Logger: log, Registry: reg,
+		})
+		p.background.Go(func() { gwCfg.Rejected.Run(bg) })
 		// Two statements in flight: batches grow large (fewer commits)
 		// and one slow statement does not stall every request; a batch
 		// of fewer than 8 waits up to 1 ms for company, so moderate rates

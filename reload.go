@@ -150,6 +150,7 @@ func needRestart(running, next Config) []string {
 		{"max_body_bytes", running.MaxBodyBytes, next.MaxBodyBytes},
 		{"allow_link_local_destinations", running.AllowLinkLocalDestinations, next.AllowLinkLocalDestinations},
 		{"admin", running.Admin, next.Admin},
+		{"rejected", running.Rejected, next.Rejected},
 		{"worker", running.Worker, next.Worker},
 		{"recovery", running.Recovery, next.Recovery},
 		{"maintenance", running.Maintenance, next.Maintenance},

@@ -81,8 +81,17 @@ type File struct {
 	Lease                      time.Duration `yaml:"lease"`
 	LogLevel                   string        `yaml:"log_level"`
 	Worker                     Worker        `yaml:"worker"`
+	// Rejected bounds the rejected requests kept.
+	Rejected Rejected `yaml:"rejected"`
 	// Sources are the senders, each with its destinations.
 	Sources []webhookd.SourceSpec `yaml:"sources"`
+}
+
+// Rejected bounds the rejected requests a gateway keeps (the file's
+// `rejected:` block; webhookd.RejectedConfig).
+type Rejected struct {
+	PerSourcePerMinute int           `yaml:"per_source_per_minute"`
+	Retention          time.Duration `yaml:"retention"`
 }
 
 // Worker tunes the worker side (the file's `worker:` block).
@@ -257,6 +266,7 @@ func (f *File) process() (webhookd.Config, slog.Level) {
 		QueueShards:  f.QueueShards,
 		Lease:        f.Lease,
 		Retention:    f.Retention,
+		Rejected:     webhookd.RejectedConfig{PerSourcePerMinute: f.Rejected.PerSourcePerMinute, Retention: f.Rejected.Retention},
 		MaxBodyBytes: f.MaxBodyBytes,
 
 		AllowLinkLocalDestinations: f.AllowLinkLocalDestinations,
@@ -305,6 +315,12 @@ func (f *File) validate(p webhookd.Config) error {
 	}
 	if p.Retention < minRetention {
 		add("retention", "must be at least %s", minRetention)
+	}
+	if f.Rejected.PerSourcePerMinute < 0 || f.Rejected.PerSourcePerMinute > 10000 {
+		add("rejected.per_source_per_minute", "must be between 1 and 10000")
+	}
+	if f.Rejected.Retention < 0 {
+		add("rejected.retention", "must not be negative")
 	}
 	if !strings.HasPrefix(f.DatabaseURL, "postgres://") && !strings.HasPrefix(f.DatabaseURL, "postgresql://") {
 		add("database_url", "must be a postgres:// URL")

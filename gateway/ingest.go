@@ -53,14 +53,19 @@ func (s *Server) ingest(c echo.Context) error {
 	}
 	if errors.Is(r.err, jobs.ErrUnknownSource) {
 		// A name no one configured is no metric label, and not worth a
-		// log line per scanner's request.
+		// log line per scanner's request; unknown names share one bound
+		// of the records kept.
 		s.metrics.observe("unknown", outcome, time.Since(start))
+		s.cfg.Rejected.keep(req, name, "", "", http.StatusNotFound, r.err, nil, 0)
 		return r.err
 	}
 	s.metrics.observe(name, outcome, time.Since(start))
 	if r.err != nil && strings.HasPrefix(outcome, "rejected_") {
 		log.WarnContext(req.Context(), "webhook rejected", slog.String("outcome", outcome),
 			slog.String("reason", r.err.Error()), slog.Int("body_bytes", r.bodyBytes))
+		if status, _ := statusOf(r.err); status >= 400 && status < 500 {
+			s.cfg.Rejected.keep(req, name, name, r.signatureHeader, status, r.err, r.body, r.bodyBytes)
+		}
 	}
 	return r.err
 }
@@ -71,6 +76,11 @@ type received struct {
 	outcome   string
 	err       error
 	bodyBytes int
+	// body is a copy of the refused body's first bytes and
+	// signatureHeader the source's, for the record of a rejected request
+	// (when the gateway keeps them).
+	body            []byte
+	signatureHeader string
 }
 
 // receive reads, verifies and records one request and answers it.
@@ -102,7 +112,14 @@ func (s *Server) receive(c echo.Context, name string, log *slog.Logger) received
 		return received{err: err}
 	}
 	body := buf.Bytes()
-	refused := func(err error) received { return received{err: err, bodyBytes: len(body)} }
+	refused := func(err error) received {
+		r := received{err: err, bodyBytes: len(body), signatureHeader: src.SignatureHeader}
+		if s.cfg.Rejected != nil {
+			// The buffer goes back to the pool when receive returns.
+			r.body = bytes.Clone(body[:min(len(body), rejectedBodyBytes)])
+		}
+		return r
+	}
 
 	vreq := verify.Request{Method: req.Method, Header: req.Header, Body: body, RawQuery: req.URL.RawQuery}
 	// A sender's handshake is answered before and instead of recording.

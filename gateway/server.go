@@ -48,6 +48,9 @@ type Config struct {
 	// Sources are the configured senders, by name. With none, the server
 	// only serves health and metrics (a worker process).
 	Sources Sources
+	// Rejected, when set, keeps the requests answered 4xx
+	// (GET /admin/rejected); nil keeps none.
+	Rejected *RejectedRecorder
 	// MaxBodyBytes caps a webhook's body. Defaults to 1 MiB.
 	MaxBodyBytes int64
 	// MaxBodyBytesInFlight caps the webhook body bytes all requests in

@@ -54,6 +54,7 @@ func rootCommand() *cobra.Command {
 		importCommand(),
 		listenCommand(),
 		rulesCommand(),
+		rejectedCommand(),
 	)
 	markUsage(root)
 	return root

@@ -29,6 +29,7 @@ type eventStore interface {
 	FeedSince(ctx context.Context, t time.Time) (dedupe.FeedCursor, error)
 	FeedBacklog(ctx context.Context, c dedupe.FeedCursor, f dedupe.FeedFilter, most int) (int, bool, error)
 	RuleSamples(ctx context.Context, source string, since time.Time, limit int) ([]dedupe.RuleSample, error)
+	ListRejected(ctx context.Context, source string, before int64, limit int) ([]dedupe.Rejected, error)
 }
 
 // Config configures the admin surface.
@@ -232,6 +233,8 @@ func (a *Admin) Mount(e *echo.Echo) {
 	g.POST("/replay", a.bulkReplayAPI)
 	g.POST("/reload", a.reload)
 	g.POST("/rules/test", a.rulesTest)
+	g.GET("/rejected", a.listRejected)
+	g.GET("/view/rejected", a.browseRejected)
 
 	g.GET("/", a.browseList)
 	g.GET("/view/:source/:id", a.redirectToEvent)

@@ -72,3 +72,23 @@ func check(s string, max int, line bool) error {
 	}
 	return nil
 }
+
+// Clean returns s made one line of valid UTF-8 of at most max bytes, for
+// a value that is kept whatever it holds (a path segment a client sent):
+// what CheckLine refuses is replaced by U+FFFD, and the end is cut at a
+// rune boundary.
+func Clean(s string, max int) string {
+	var b []rune
+	size := 0
+	for _, r := range s { // invalid UTF-8 ranges as U+FFFD
+		if r == 0 || breaksLine(r) {
+			r = utf8.RuneError
+		}
+		if size+utf8.RuneLen(r) > max {
+			break
+		}
+		size += utf8.RuneLen(r)
+		b = append(b, r)
+	}
+	return string(b)
+}

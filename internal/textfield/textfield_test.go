@@ -38,3 +38,18 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+func TestClean(t *testing.T) {
+	for in, want := range map[string]string{
+		"stripe":             "stripe",
+		"a\x00b\nc":          "a\ufffdb\ufffdc",
+		"\xff\xfe":           "\ufffd\ufffd",
+		"abcdefghij-toolong": "abcdefghij",
+		"\u202eevil":         "\ufffdevil",
+	} {
+		got := textfield.Clean(in, 10)
+		if got != want || textfield.CheckLine(got, 10) != nil {
+			t.Errorf("Clean(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
