@@ -48,20 +48,8 @@ func TestAMQPDestination(t *testing.T) {
 	t.Parallel()
 	ch, queue := testQueue(t)
 	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: amqpURL, RoutingKey: queue}})
-	q := b.startWorker(t)
 	const n = 5
-	var refs []dedupe.EventRef
-	for i := range n {
-		id := fmt.Sprintf("evt_%d", i)
-		b.record(t, id, fmt.Sprintf(`{"id":%q}`, id))
-		refs = append(refs, dedupe.EventRef{Source: "src", ExternalID: id})
-	}
-	if _, err := q.enqueuer.EnqueueEvents(testCtx(t), refs); err != nil {
-		t.Fatal(err)
-	}
-	pipelinetest.Eventually(t, 15*time.Second, "every run done", func() bool {
-		return b.schema.Int(t, `SELECT count(*) FROM job_runs WHERE status = 'done'`) == n
-	})
+	b.deliverEvents(t, n, 15*time.Second)
 	seen := map[string]bool{}
 	for range n {
 		m, ok, err := ch.Get(queue, true)

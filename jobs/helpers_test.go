@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/internal/testkit/logtest"
 	"github.com/webhookd/webhookd/internal/testkit/pgtest"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 	"github.com/webhookd/webhookd/internal/testkit/redistest"
 	"github.com/webhookd/webhookd/jobs"
 )
@@ -201,4 +203,24 @@ func buildDestination(t testing.TB, spec jobs.DestinationSpec) jobs.Destination 
 		t.Fatalf("destination %s: %v", spec.Name, err)
 	}
 	return d
+}
+
+// deliverEvents starts a worker, records n events evt_0… with the body
+// {"id": id}, hands them off and waits until every run is done.
+func (b *bundle) deliverEvents(t *testing.T, n int, within time.Duration) *queue {
+	t.Helper()
+	q := b.startWorker(t)
+	var refs []dedupe.EventRef
+	for i := range n {
+		id := fmt.Sprintf("evt_%d", i)
+		b.record(t, id, fmt.Sprintf(`{"id":%q}`, id))
+		refs = append(refs, dedupe.EventRef{Source: "src", ExternalID: id})
+	}
+	if _, err := q.enqueuer.EnqueueEvents(testCtx(t), refs); err != nil {
+		t.Fatal(err)
+	}
+	pipelinetest.Eventually(t, within, "every run done", func() bool {
+		return b.schema.Int(t, `SELECT count(*) FROM job_runs WHERE status = 'done'`) == n
+	})
+	return q
 }

@@ -10,8 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/webhookd/webhookd/dedupe"
-	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 	"github.com/webhookd/webhookd/jobs"
 )
 
@@ -29,20 +27,8 @@ func TestKafkaDestination(t *testing.T) {
 	t.Cleanup(cluster.Close)
 	url := "kafka://" + strings.Join(cluster.ListenAddrs(), ",")
 	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: url, Topic: "webhooks.{source}"}})
-	q := b.startWorker(t)
 	const n = 5
-	var refs []dedupe.EventRef
-	for i := range n {
-		id := fmt.Sprintf("evt_%d", i)
-		b.record(t, id, fmt.Sprintf(`{"id":%q}`, id))
-		refs = append(refs, dedupe.EventRef{Source: "src", ExternalID: id})
-	}
-	if _, err := q.enqueuer.EnqueueEvents(testCtx(t), refs); err != nil {
-		t.Fatal(err)
-	}
-	pipelinetest.Eventually(t, 20*time.Second, "every run done", func() bool {
-		return b.schema.Int(t, `SELECT count(*) FROM job_runs WHERE status = 'done'`) == n
-	})
+	b.deliverEvents(t, n, 20*time.Second)
 
 	consumer, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ConsumeTopics("webhooks.src"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))

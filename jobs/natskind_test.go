@@ -55,20 +55,8 @@ func TestNATSDestination(t *testing.T) {
 	t.Parallel()
 	st, prefix := testStream(t)
 	b := setup(t, handlerOptions{lease: time.Second, dest: jobs.DestinationSpec{URL: natsURL, Subject: prefix + ".{source}.{destination}"}})
-	q := b.startWorker(t)
 	const n = 5
-	var refs []dedupe.EventRef
-	for i := range n {
-		id := fmt.Sprintf("evt_%d", i)
-		b.record(t, id, fmt.Sprintf(`{"id":%q}`, id))
-		refs = append(refs, dedupe.EventRef{Source: "src", ExternalID: id})
-	}
-	if _, err := q.enqueuer.EnqueueEvents(testCtx(t), refs); err != nil {
-		t.Fatal(err)
-	}
-	pipelinetest.Eventually(t, 15*time.Second, "every run done", func() bool {
-		return b.schema.Int(t, `SELECT count(*) FROM job_runs WHERE status = 'done'`) == n
-	})
+	q := b.deliverEvents(t, n, 15*time.Second)
 	info, err := st.Info(testCtx(t))
 	if err != nil || info.State.Msgs != n {
 		t.Fatalf("the stream holds %v messages (%v), want %d", info.State.Msgs, err, n)
