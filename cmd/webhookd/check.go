@@ -7,13 +7,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/webhookd/webhookd/admincli"
 	"github.com/webhookd/webhookd/dedupe"
 )
 
 // checkCommand groups the consistency checks an operator (or a cron job)
 // runs against the database.
 func checkCommand() *cobra.Command {
-	check := groupCommand(&cobra.Command{
+	check := admincli.GroupCommand(&cobra.Command{
 		Use:   "check",
 		Short: "Run consistency checks against the database",
 	})

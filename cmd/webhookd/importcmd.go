@@ -12,9 +12,12 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/webhookd/webhookd"
+	"github.com/webhookd/webhookd/config"
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/importer"
+	"github.com/webhookd/webhookd/migrations"
 )
 
 func importCommand() *cobra.Command {
@@ -147,4 +150,29 @@ func newImportBar(w io.Writer, size int64, name string) *progressbar.ProgressBar
 		progressbar.OptionThrottle(100*time.Millisecond),
 		progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
 	)
+}
+
+// cli is what a direct-database command (import) opens: the config and a
+// small pool.
+type cli struct {
+	cfg   *config.Config
+	store *dedupe.Store
+}
+
+// openCLI opens what a direct-database command needs: the database pool.
+// Call the returned func when done. It does not migrate: a schema other than this
+// binary's is an error that says to run webhookd migrate.
+func openCLI(cmd *cobra.Command) (*cli, func(), error) {
+	cfg, err := configFrom(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := migrations.Check(cmd.Context(), cfg.Process.DatabaseURL); err != nil {
+		return nil, nil, err
+	}
+	pool, err := webhookd.OpenPool(cmd.Context(), cfg.Process.DatabaseURL, 4)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &cli{cfg: cfg, store: dedupe.New(pool)}, pool.Close, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/webhookd/webhookd/admincli"
 	"github.com/webhookd/webhookd/listen"
 )
 
@@ -23,7 +24,7 @@ it resumes there. The local URL is retried while it is down.`,
     --forward-to http://localhost:3000/webhooks --source stripe --resign whsec_local`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := newAdminClient(cmd)
+			c, err := admincli.NewClient(cmd)
 			if err != nil {
 				return err
 			}
@@ -32,7 +33,7 @@ it resumes there. The local URL is retried while it is down.`,
 			return listen.Run(cmd.Context(), cfg)
 		},
 	}
-	addServerFlag(cmd)
+	admincli.AddServerFlag(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&cfg.ForwardTo, "forward-to", "", "the local URL each event is POSTed to (required; loopback unless --allow-remote)")
 	fl.BoolVar(&cfg.AllowRemote, "allow-remote", false, "let --forward-to name another machine")

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/webhookd/webhookd"
+	"github.com/webhookd/webhookd/admincli"
 	"github.com/webhookd/webhookd/config"
 	"github.com/webhookd/webhookd/migrations"
 )
@@ -26,12 +27,12 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "webhookd:", err)
-		os.Exit(exitCode(err))
+		os.Exit(admincli.ExitCode(err))
 	}
 }
 
 func rootCommand() *cobra.Command {
-	root := groupCommand(&cobra.Command{
+	root := admincli.GroupCommand(&cobra.Command{
 		Use:           "webhookd",
 		Short:         "Webhook receiver gateway: every event recorded once, forwarded exactly once",
 		SilenceUsage:  true,
@@ -48,15 +49,11 @@ func rootCommand() *cobra.Command {
 		sinkCommand(),
 		sendCommand(),
 		checkCommand(),
-		eventsCommand(),
-		replayCommand(),
-		destinationsCommand(),
 		importCommand(),
 		listenCommand(),
-		rulesCommand(),
-		rejectedCommand(),
 	)
-	markUsage(root)
+	root.AddCommand(admincli.Commands()...)
+	admincli.MarkUsage(root)
 	return root
 }
 

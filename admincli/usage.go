@@ -1,4 +1,4 @@
-package main
+package admincli
 
 import (
 	"errors"
@@ -16,11 +16,11 @@ import (
 // running a misspelt command fails instead of passing with the help.
 const exitUsage = 2
 
-// exitCode is the exit code of a command that ended with err: exitUsage
+// ExitCode is the exit code of a command that ended with err: exitUsage
 // for a command line webhookd does not understand, or a filter or value
 // the admin API refused as such (400: an unknown source, a bad time),
 // else 1.
-func exitCode(err error) int {
+func ExitCode(err error) int {
 	var api *adminclient.APIError
 	if errors.As(err, new(usageError)) || errors.As(err, &api) && api.Status == http.StatusBadRequest {
 		return exitUsage
@@ -33,10 +33,10 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
-// groupCommand makes cmd a command that only groups subcommands: without
+// GroupCommand makes cmd a command that only groups subcommands: without
 // arguments it prints its help; with an argument that names none of its
 // subcommands it is a usage error naming the closest ones.
-func groupCommand(cmd *cobra.Command) *cobra.Command {
+func GroupCommand(cmd *cobra.Command) *cobra.Command {
 	cmd.Args = cobra.ArbitraryArgs
 	if cmd.SuggestionsMinimumDistance == 0 {
 		cmd.SuggestionsMinimumDistance = 2
@@ -71,14 +71,14 @@ func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 	}
 }
 
-// markUsage makes every flag and argument error of cmd and its
+// MarkUsage makes every flag and argument error of cmd and its
 // subcommands a usage error.
-func markUsage(cmd *cobra.Command) {
+func MarkUsage(cmd *cobra.Command) {
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
 	if cmd.Args != nil {
 		cmd.Args = usageArgs(cmd.Args)
 	}
 	for _, c := range cmd.Commands() {
-		markUsage(c)
+		MarkUsage(c)
 	}
 }

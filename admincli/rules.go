@@ -1,4 +1,4 @@
-package main
+package admincli
 
 import (
 	"github.com/spf13/cobra"
@@ -8,11 +8,11 @@ import (
 
 // rulesCommand groups what an operator does with destinations' rules.
 func rulesCommand() *cobra.Command {
-	cmd := groupCommand(&cobra.Command{
+	cmd := GroupCommand(&cobra.Command{
 		Use:   "rules",
 		Short: "Try destinations' when and transform rules on stored events (through a running webhookd's admin API)",
 	})
-	addServerFlag(cmd)
+	AddServerFlag(cmd)
 	cmd.AddCommand(rulesTestCommand())
 	return cmd
 }
@@ -27,7 +27,7 @@ func rulesTestCommand() *cobra.Command {
 		Short: "Evaluate a destination's rules, or the ones given, on its source's newest stored events; nothing is sent",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := newAdminClient(cmd)
+			c, err := NewClient(cmd)
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package main
+package admincli
 
 import (
 	"errors"
@@ -12,16 +12,16 @@ import (
 	"github.com/webhookd/webhookd/gateway/admin/adminclient"
 )
 
-// addServerFlag adds --server to an operator command.
-func addServerFlag(cmd *cobra.Command) {
+// AddServerFlag adds --server to an operator command.
+func AddServerFlag(cmd *cobra.Command) {
 	cmd.PersistentFlags().String("server", "",
 		"the running webhookd's base URL (default: the config's listen address, else "+adminclient.DefaultServer+"); the admin token is read from $"+adminclient.TokenEnv)
 }
 
-// newAdminClient returns a client for the gateway --server names, else
+// NewClient returns a client for the gateway --server names, else
 // the one the config's listen address names, else
 // adminclient.DefaultServer when no config file is there.
-func newAdminClient(cmd *cobra.Command) (*adminclient.Client, error) {
+func NewClient(cmd *cobra.Command) (*adminclient.Client, error) {
 	server, _ := cmd.Flags().GetString("server")
 	if server == "" {
 		path, _ := cmd.Flags().GetString("config")

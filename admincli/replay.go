@@ -1,4 +1,4 @@
-package main
+package admincli
 
 import (
 	"errors"
@@ -60,7 +60,7 @@ $WEBHOOKD_ADMIN_TOKEN.`,
 				}
 				destination = jobs.AllDestinations
 			}
-			c, err := newAdminClient(cmd)
+			c, err := NewClient(cmd)
 			if err != nil {
 				return err
 			}
@@ -91,7 +91,7 @@ $WEBHOOKD_ADMIN_TOKEN.`,
 	fl.IntVar(&limit, "limit", 100, "bulk: at most this many events per call (at most 1000)")
 	fl.BoolVar(&dryRun, "dry-run", true, "bulk: only count and list")
 	fl.BoolVar(&asJSON, "json", false, "print the admin API's answer (JSON)")
-	addServerFlag(cmd)
+	AddServerFlag(cmd)
 	return cmd
 }
 

@@ -1,4 +1,4 @@
-package main
+package admincli
 
 import (
 	"github.com/spf13/cobra"
@@ -6,11 +6,11 @@ import (
 
 // rejectedCommand shows the requests the gateway answered 4xx.
 func rejectedCommand() *cobra.Command {
-	cmd := groupCommand(&cobra.Command{
+	cmd := GroupCommand(&cobra.Command{
 		Use:   "rejected",
 		Short: "Requests to /webhooks answered 4xx, newest first (through a running webhookd's admin API)",
 	})
-	addServerFlag(cmd)
+	AddServerFlag(cmd)
 	var (
 		source string
 		limit  int
@@ -21,7 +21,7 @@ func rejectedCommand() *cobra.Command {
 		Short: "List rejected requests: time, source, status, client, body size, reason",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := newAdminClient(cmd)
+			c, err := NewClient(cmd)
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package main
+package admincli
 
 import (
 	"github.com/spf13/cobra"
@@ -7,11 +7,11 @@ import (
 // destinationsCommand lists the destinations' states and pauses and
 // resumes them, through a running webhookd's admin API.
 func destinationsCommand() *cobra.Command {
-	cmd := groupCommand(&cobra.Command{
+	cmd := GroupCommand(&cobra.Command{
 		Use:   "destinations",
 		Short: "List destinations with their state; pause and resume one (through a running webhookd's admin API)",
 	})
-	addServerFlag(cmd)
+	AddServerFlag(cmd)
 	cmd.AddCommand(destinationsListCommand(), destinationsSteerCommand(true), destinationsSteerCommand(false))
 	return cmd
 }
@@ -23,7 +23,7 @@ func destinationsListCommand() *cobra.Command {
 		Short: "List every destination: state (active, paused, open), calls in flight, failures in a row, limits",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := newAdminClient(cmd)
+			c, err := NewClient(cmd)
 			if err != nil {
 				return err
 			}
@@ -48,7 +48,7 @@ func destinationsSteerCommand(pause bool) *cobra.Command {
 		Short: short,
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newAdminClient(cmd)
+			c, err := NewClient(cmd)
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package main
+package admincli
 
 import (
 	"net/url"
@@ -7,44 +7,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/webhookd/webhookd"
-	"github.com/webhookd/webhookd/config"
-	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/admin"
-	"github.com/webhookd/webhookd/migrations"
 )
 
-// cli is what a direct-database command (import) opens: the config and a
-// small pool.
-type cli struct {
-	cfg   *config.Config
-	store *dedupe.Store
-}
-
-// openCLI opens what a direct-database command needs: the database pool.
-// Call the returned func when done. It does not migrate: a schema other than this
-// binary's is an error that says to run webhookd migrate.
-func openCLI(cmd *cobra.Command) (*cli, func(), error) {
-	cfg, err := configFrom(cmd)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := migrations.Check(cmd.Context(), cfg.Process.DatabaseURL); err != nil {
-		return nil, nil, err
-	}
-	pool, err := webhookd.OpenPool(cmd.Context(), cfg.Process.DatabaseURL, 4)
-	if err != nil {
-		return nil, nil, err
-	}
-	return &cli{cfg: cfg, store: dedupe.New(pool)}, pool.Close, nil
-}
-
 func eventsCommand() *cobra.Command {
-	cmd := groupCommand(&cobra.Command{
+	cmd := GroupCommand(&cobra.Command{
 		Use:   "events",
 		Short: "List, search and show recorded events (through a running webhookd's admin API)",
 	})
-	addServerFlag(cmd)
+	AddServerFlag(cmd)
 	cmd.AddCommand(eventsListCommand(), eventsShowCommand())
 	return cmd
 }
@@ -96,7 +67,7 @@ func eventsListCommand() *cobra.Command {
 		Short: "List events, newest first, with a count (filters: --q, --type, --source, --destination, --state, --status, --since, --until)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := newAdminClient(cmd)
+			c, err := NewClient(cmd)
 			if err != nil {
 				return err
 			}
@@ -123,7 +94,7 @@ func eventsShowCommand() *cobra.Command {
 		Short: "Show one event: payload, headers, runs and the attempt log",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newAdminClient(cmd)
+			c, err := NewClient(cmd)
 			if err != nil {
 				return err
 			}
