@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // isSentinel reports whether err wraps exactly the verification sentinels.
@@ -304,8 +305,9 @@ func mutateSecret(fx fixture, s, suffix string) string {
 	}
 	// HMAC pads short keys with zero bytes, so "key" and "key\x00" are
 	// the same key (a property of HMAC, not a forgery); append something
-	// that is not only NULs.
-	if strings.Trim(suffix, "\x00") == "" {
+	// that is not only NULs. A secret may not end with white space (the
+	// configuration refuses a copy-and-paste slip): end it with a letter.
+	if strings.Trim(suffix, "\x00") == "" || strings.TrimRightFunc(suffix, unicode.IsSpace) != suffix {
 		suffix += "x"
 	}
 	return s + suffix
