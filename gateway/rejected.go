@@ -92,8 +92,8 @@ func NewRejectedRecorder(store RejectedStore, cfg RejectedConfig) *RejectedRecor
 }
 
 // keep notes the request req that was answered err, for the recorder:
-// src is its source's signature header (masked in what is kept), bucket
-// the name its bound is counted under ("" for an unknown source).
+// signatureHeader is its source's (masked in what is kept), bucket the
+// name its bound is counted under ("" for an unknown source).
 func (r *RejectedRecorder) keep(req *http.Request, name, bucket, signatureHeader string, status int, err error, body []byte, size int) {
 	if r == nil {
 		return

@@ -1,6 +1,6 @@
 package gateway
 
-import "sync/atomic"
+import "github.com/webhookd/webhookd/internal/swap"
 
 // Sources is the configured senders, by name.
 type Sources map[string]Source
@@ -17,19 +17,7 @@ type SourceLoader interface {
 
 // SourceTable holds the sources a reload swaps, for the gateway and the
 // admin API at once.
-type SourceTable struct {
-	sources atomic.Pointer[Sources]
-}
+type SourceTable = swap.Value[Sources]
 
 // NewSourceTable returns a table holding s.
-func NewSourceTable(s Sources) *SourceTable {
-	t := &SourceTable{}
-	t.Store(s)
-	return t
-}
-
-// Load returns the sources in force.
-func (t *SourceTable) Load() Sources { return *t.sources.Load() }
-
-// Store puts s in force for every request that loads after it.
-func (t *SourceTable) Store(s Sources) { t.sources.Store(&s) }
+func NewSourceTable(s Sources) *SourceTable { return swap.New(s) }

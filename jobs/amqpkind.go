@@ -43,16 +43,14 @@ func newAMQPKind(u *url.URL, exchange, routingKey string) (*amqpKind, error) {
 // channel takes an idle channel or opens one (dialling on first use, and
 // again after the connection closed).
 func (k *amqpKind) channel() (*amqpChannel, error) {
-	for {
+	for len(k.idle) > 0 {
 		select {
 		case c := <-k.idle:
 			if !c.ch.IsClosed() {
 				return c, nil
 			}
-			continue
-		default:
+		default: // another call took it
 		}
-		break
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()

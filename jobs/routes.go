@@ -3,7 +3,8 @@ package jobs
 import (
 	"maps"
 	"slices"
-	"sync/atomic"
+
+	"github.com/webhookd/webhookd/internal/swap"
 )
 
 // Routes maps a source name to its destinations by name.
@@ -47,19 +48,7 @@ func (r Routes) Load() Routes { return r }
 
 // RouteTable holds the routes a reload swaps, for every part of a process
 // at once (gateway plan, hand-off, worker, recovery, replay, admin).
-type RouteTable struct {
-	routes atomic.Pointer[Routes]
-}
+type RouteTable = swap.Value[Routes]
 
 // NewRouteTable returns a table holding r.
-func NewRouteTable(r Routes) *RouteTable {
-	t := &RouteTable{}
-	t.Store(r)
-	return t
-}
-
-// Load returns the routes in force.
-func (t *RouteTable) Load() Routes { return *t.routes.Load() }
-
-// Store puts r in force for every decision that loads after it.
-func (t *RouteTable) Store(r Routes) { t.routes.Store(&r) }
+func NewRouteTable(r Routes) *RouteTable { return swap.New(r) }
