@@ -141,6 +141,9 @@ type Attempt struct {
 	// RetryAt is when the next try was due after this call (a hold, or a
 	// failed attempt that left attempts), or nil.
 	RetryAt *time.Time
+	// SentBody is the start of the body sent when a transform made it
+	// (migration 0031); nil when the event's own payload was sent.
+	SentBody []byte
 }
 
 // Summary describes the call's outcome in a few words for people.
@@ -174,7 +177,7 @@ ORDER BY destination, generation`
 const eventAttemptsSQL = `
 SELECT * FROM (
     SELECT key, call, COALESCE(status_code, 0), succeeded, COALESCE(error, ''), duration_ms, created_at,
-           state, COALESCE(outcome, ''), answer_headers::text, answer_body, COALESCE(answer_truncated, false), retry_at, id
+           state, COALESCE(outcome, ''), answer_headers::text, answer_body, COALESCE(answer_truncated, false), retry_at, sent_body, id
     FROM delivery_attempts WHERE key = ANY($1::text[])
     ORDER BY id DESC LIMIT 500
 ) a ORDER BY id`
@@ -226,7 +229,7 @@ func (s *Store) GetEvent(ctx context.Context, source, externalID string, view De
 				headers *string
 			)
 			err := row.Scan(&a.Key, &a.Call, &a.StatusCode, &a.Succeeded, &a.Error, &ms, &a.CreatedAt, &a.State, &a.Outcome,
-				&headers, &a.Answer.Body, &a.Answer.Truncated, &a.RetryAt, &id)
+				&headers, &a.Answer.Body, &a.Answer.Truncated, &a.RetryAt, &a.SentBody, &id)
 			if headers != nil {
 				a.Answer.Headers = []byte(*headers)
 			}

@@ -66,6 +66,10 @@ type Finish struct {
 	Duration time.Duration
 	// Answer is what the destination answered, kept with the call.
 	Answer Answer
+	// SentBody is the start of the body sent when it was not the event's
+	// own (a transform's), kept with the call; nil otherwise. The caller
+	// bounds it.
+	SentBody []byte
 	// Wait is how long until the next try: the backoff of OutcomeRetry
 	// (unless the run dies), the hold of OutcomeHold. It is stored as the
 	// run's retry_at, which the reconciler watches.
@@ -113,9 +117,9 @@ const finishSQL = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[],
                          $7::float8[], $8::bigint[], $9::bool[], $10::bigint[], $11::text[], $12::bytea[], $13::bool[],
-                         $14::text[])
+                         $14::text[], $15::bytea[])
         AS u(key, call, outcome, status_code, result, error, duration_ms, wait_ms, called, lease_ms,
-             answer_headers, answer_body, answer_truncated, hold_reason)
+             answer_headers, answer_body, answer_truncated, hold_reason, sent_body)
 ), answered AS (
     -- The call's answer, and when its next try is due: after a hold, or
     -- after a failed attempt that leaves attempts (the same rule as
@@ -130,15 +134,15 @@ WITH input AS (
         state = 'finished', outcome = i.outcome, status_code = NULLIF(i.status_code, 0),
         succeeded = i.outcome = 'done', error = NULLIF(i.error, ''), duration_ms = i.duration_ms,
         answer_headers = NULLIF(i.answer_headers, '')::jsonb, answer_body = i.answer_body,
-        answer_truncated = i.answer_truncated, retry_at = i.next_try_at
+        answer_truncated = i.answer_truncated, retry_at = i.next_try_at, sent_body = i.sent_body
     FROM answered i
     WHERE a.key = i.key AND a.call = i.call
     RETURNING a.key
 ), unlogged AS (
     INSERT INTO delivery_attempts (key, call, status_code, succeeded, error, duration_ms, state, outcome,
-                                   answer_headers, answer_body, answer_truncated, retry_at)
+                                   answer_headers, answer_body, answer_truncated, retry_at, sent_body)
     SELECT key, call, NULLIF(status_code, 0), outcome = 'done', NULLIF(error, ''), duration_ms, 'finished', outcome,
-           NULLIF(answer_headers, '')::jsonb, answer_body, answer_truncated, next_try_at
+           NULLIF(answer_headers, '')::jsonb, answer_body, answer_truncated, next_try_at, sent_body
     FROM answered i
     WHERE NOT EXISTS (SELECT 1 FROM logged l WHERE l.key = i.key)
 ), uncalled AS (
@@ -222,6 +226,7 @@ func finishBatch(ctx context.Context, db DB, reqs []finishRequest) ([]finishResu
 		aBodies   = make([][]byte, n)
 		aTrunc    = make([]bool, n)
 		reasons   = make([]string, n)
+		sent      = make([][]byte, n)
 		index     = make(map[string]int, n)
 	)
 	for i, r := range reqs {
@@ -238,10 +243,10 @@ func finishBatch(ctx context.Context, db DB, reqs []finishRequest) ([]finishResu
 		durations[i] = float64(f.Duration.Microseconds()) / 1000
 		waits[i], called[i], leases[i] = f.Wait.Milliseconds(), f.Called, f.Lease.Milliseconds()
 		aHeaders[i], aBodies[i], aTrunc[i] = string(f.Answer.Headers), f.Answer.Body, f.Answer.Truncated
-		reasons[i] = f.HoldReason
+		reasons[i], sent[i] = f.HoldReason, f.SentBody
 	}
 	rows, err := db.Query(ctx, finishSQL, keys, calls, outcomes, codes, results, errs, durations, waits, called, leases,
-		aHeaders, aBodies, aTrunc, reasons)
+		aHeaders, aBodies, aTrunc, reasons, sent)
 	if err != nil {
 		return nil, fmt.Errorf("error finishing run: %w", err)
 	}

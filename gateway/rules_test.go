@@ -92,7 +92,7 @@ func TestRulesRouteAndReshape(t *testing.T) {
 		},
 	}}})
 
-	const n = 200
+	const n = 1000
 	for i := range n {
 		h := http.Header{"Content-Type": {"application/json"}}
 		if i%2 == 0 {
@@ -158,6 +158,26 @@ func TestRulesRouteAndReshape(t *testing.T) {
 		}
 		if err := signed.Verify(verify.Request{Method: http.MethodPost, Header: c.header, Body: c.body}, time.Now()); err != nil {
 			t.Errorf("ledger's call for %s: the signature is not over the transformed body: %v", id, err)
+		}
+	}
+
+	// Each ledger call keeps the transformed body it sent; the event's
+	// answer shows it.
+	if got := p.Schema.Int(t, `SELECT count(*) FROM delivery_attempts WHERE key LIKE 'shop:ledger:%' AND succeeded
+	                            AND convert_from(sent_body, 'UTF8')::jsonb ? 'customer'`); got != n {
+		t.Errorf("%d ledger calls keep the body they sent, want %d", got, n)
+	}
+	if d, err := p.Store.GetEvent(t.Context(), "shop", "evt_7", dedupe.DestinationView{}); err != nil {
+		t.Fatal(err)
+	} else {
+		kept := 0
+		for _, a := range d.Attempts {
+			if a.Key == "shop:ledger:evt_7" && string(a.SentBody) == string(ledger["evt_7"].body) {
+				kept++
+			}
+		}
+		if kept != 1 {
+			t.Errorf("evt_7's ledger call does not show the body it sent: %+v", d.Attempts)
 		}
 	}
 

@@ -51,6 +51,9 @@ type callResult struct {
 	holdReason string
 	// answer is what the destination answered, kept with the call.
 	answer dedupe.Answer
+	// sentBody is the start of a transformed body that was sent, kept
+	// with the call; nil when the event's own payload was.
+	sentBody []byte
 }
 
 // storedResult is the JSON shape of job_runs.result.

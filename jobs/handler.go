@@ -161,6 +161,9 @@ func (h *Handler) deliver(ctx context.Context, p DeliverPayload) (string, error)
 	if ok {
 		callCtx, callSpan := h.startCall(ctx, dest, claim.Call)
 		res = kindOf(dest).call(callCtx, h.cfg.HTTPClient, req)
+		if req.transformed && res.called {
+			res.sentBody = req.body[:min(len(req.body), resultBodyLimit)]
+		}
 		endCall(callSpan, res)
 		h.cfg.Metrics.called(p.Source, p.Destination, res.statusCode, res.outcome == dedupe.OutcomeDone, res.duration)
 	}

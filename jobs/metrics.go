@@ -187,14 +187,19 @@ var destinationStates = []string{"active", "paused", "open"}
 
 // RegisterDestinations makes every series an alert may watch for each
 // destination of routes exist at zero: outcomes, calls by class, holds,
-// the state (active) and calls in flight.
+// the state (active) and calls in flight; rule errors for a destination
+// with rules.
 func (m *Metrics) RegisterDestinations(routes Routes) {
 	if m == nil {
 		return
 	}
 	for source, dests := range routes {
-		for name := range dests {
-			for _, o := range []string{dedupe.StatusDone, "retry", dedupe.StatusFailed, dedupe.StatusDead, "held", dedupe.StatusFiltered} {
+		for name, d := range dests {
+			outcomes := []string{dedupe.StatusDone, "retry", dedupe.StatusFailed, dedupe.StatusDead, "held", dedupe.StatusFiltered}
+			if d.Rules != nil {
+				outcomes = append(outcomes, "rule_error")
+			}
+			for _, o := range outcomes {
 				m.outcomes.WithLabelValues(source, name, o)
 			}
 			for _, c := range []string{"2xx", "3xx", "4xx", "5xx", "error"} {

@@ -215,7 +215,9 @@ func ruled(dest Destination, req callRequest, ev dedupe.StoredEvent) (_ callRequ
 	})
 	switch {
 	case err != nil:
-		return req, callResult{outcome: dedupe.OutcomePermanent, err: err.Error()}, false
+		// Counted and logged as a rule error, not as the destination's
+		// refusal: the destination was not called.
+		return req, callResult{outcome: dedupe.OutcomePermanent, err: "rule error: " + err.Error(), label: "rule_error"}, false
 	case !res.Match:
 		return req, callResult{outcome: dedupe.OutcomeFiltered}, false
 	case res.Body != nil:

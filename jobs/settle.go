@@ -51,7 +51,7 @@ var settlements = map[transition]settlement{
 	{dedupe.OutcomeDone, dedupe.StatusDone}:          {nextNone, slog.LevelInfo, "delivered", dedupe.StatusDone},
 	{dedupe.OutcomeRetry, dedupe.StatusFailed}:       {nextRetry, slog.LevelWarn, "attempt failed; retrying with the same key", "retry"},
 	{dedupe.OutcomeRetry, dedupe.StatusDead}:         {nextStop, slog.LevelError, "attempts exhausted; run is dead", dedupe.StatusDead},
-	{dedupe.OutcomePermanent, dedupe.StatusFailed}:   {nextStop, slog.LevelWarn, "destination refused the event; failed permanently", dedupe.StatusFailed},
+	{dedupe.OutcomePermanent, dedupe.StatusFailed}:   {nextStop, slog.LevelWarn, "failed permanently; only a replay reopens the run", dedupe.StatusFailed},
 	{dedupe.OutcomeHold, dedupe.StatusRunning}:       {nextHold, slog.LevelInfo, "holding the key; retrying later, not a failed attempt", "held"},
 	{dedupe.OutcomeStale, dedupe.StatusSkippedStale}: {nextNone, slog.LevelInfo, "skipped as stale; the destination was not called", dedupe.StatusSkippedStale},
 	{dedupe.OutcomeFiltered, dedupe.StatusFiltered}:  {nextNone, slog.LevelInfo, "the destination's when rule rejected the event; not called", dedupe.StatusFiltered},
@@ -78,7 +78,8 @@ func (h *Handler) settle(ctx context.Context, log *slog.Logger, p DeliverPayload
 	fin, err := h.finish(ctx, log, p.Key(), dedupe.Finish{
 		Outcome: res.outcome, Call: claim.Call, Called: res.called,
 		StatusCode: res.statusCode, Result: res.result, Error: res.err, Duration: res.duration, Answer: res.answer,
-		Wait: res.wait, Lease: h.cfg.Lease, HoldReason: res.holdReason,
+		SentBody: res.sentBody,
+		Wait:     res.wait, Lease: h.cfg.Lease, HoldReason: res.holdReason,
 	})
 	if errors.Is(err, dedupe.ErrClaimLost) {
 		// The lease passed and the run was handed on: its new holder

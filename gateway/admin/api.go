@@ -135,6 +135,9 @@ type AttemptJSON struct {
 	AnswerTruncated bool `json:"answer_truncated,omitempty"`
 	// RetryAt is when the next try was due after this call.
 	RetryAt *time.Time `json:"retry_at,omitempty"`
+	// SentBody is the first 4 KiB of the body sent when a transform
+	// made it (the event's payload otherwise, not repeated here).
+	SentBody *string `json:"sent_body,omitempty"`
 }
 
 // toDetailJSON is d for the API, its headers masked (signatureHeader is
@@ -189,6 +192,10 @@ func toDetailJSON(d dedupe.EventDetail, signatureHeader string) EventDetailJSON 
 			} else {
 				aj.AnswerBodyBase64 = base64.StdEncoding.EncodeToString(at.Answer.Body)
 			}
+		}
+		if at.SentBody != nil {
+			s := string(at.SentBody)
+			aj.SentBody = &s
 		}
 		out.Attempts = append(out.Attempts, aj)
 	}
