@@ -155,8 +155,19 @@ type Env struct {
 	Gateway bool
 	// Worker is false with Config.NoWorker: nothing drains the queue.
 	Worker bool
+	// Rules are the destination's `when` and `transform` (Config.Rules).
+	Rules Rules
 	// Log receives the process's logs.
 	Log *slog.Logger
+}
+
+// Rules are a destination's CEL rules, to measure what they cost end to
+// end; empty strings leave a rule off.
+type Rules struct {
+	// When is the destination's `when`.
+	When string
+	// Transform is the destination's `transform`.
+	Transform string
 }
 
 // Config configures a run.
@@ -219,6 +230,9 @@ type Config struct {
 	// is delivered: the end-to-end figures and the sink checks are
 	// skipped.
 	NoWorker bool
+
+	// Rules are the in-process destination's rules; off by default.
+	Rules Rules
 
 	// Naive replaces webhookd's ingest with NaiveServer.
 	Naive bool

@@ -60,8 +60,9 @@ func startWebhookd(ctx context.Context, env Env) (string, func() error, error) {
 // configuration builds a deployment's (webhookd.NewSources).
 func (env Env) sources() (*webhookd.Sources, error) {
 	return webhookd.NewSources([]webhookd.SourceSpec{{
-		Name:         env.Source.Name,
-		SourceSpec:   gateway.SourceSpec{Verify: env.Source.Verify, EventID: env.Source.EventID},
-		Destinations: []jobs.DestinationSpec{{Name: env.Source.Destination, URL: env.SinkURL}},
+		Name:       env.Source.Name,
+		SourceSpec: gateway.SourceSpec{Verify: env.Source.Verify, EventID: env.Source.EventID},
+		Destinations: []jobs.DestinationSpec{{Name: env.Source.Destination, URL: env.SinkURL,
+			When: env.Rules.When, Transform: env.Rules.Transform}},
 	}}, webhookd.SourcesOptions{})
 }

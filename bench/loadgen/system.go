@@ -93,7 +93,7 @@ func startSystem(ctx context.Context, cfg Config) (*system, error) {
 
 	listen := cmp.Or(cfg.Listen, "127.0.0.1:0")
 	env := Env{DatabaseURL: cfg.DatabaseURL, RedisURL: cfg.RedisURL, Queue: cfg.Queue, Source: src,
-		SinkURL: sinkURL, Gateway: !cfg.Naive, Worker: !cfg.NoWorker, Log: cfg.Log}
+		SinkURL: sinkURL, Gateway: !cfg.Naive, Worker: !cfg.NoWorker, Rules: cfg.Rules, Log: cfg.Log}
 	if !cfg.Naive {
 		env.Listen = listen
 	}

@@ -172,6 +172,8 @@ With --target it sends to a running gateway's --source, signed with
 	f.StringVar(&redisURL, "redis-url", "redis://127.0.0.1:6379/0", "Redis for the queue")
 	f.StringVar(&cfg.Queue, "queue", "bench", "Asynq queue (its keys are deleted at start and end)")
 	f.BoolVar(&cfg.Naive, "naive", false, "replace webhookd's ingest with the naive one (one INSERT and one Enqueue per request)")
+	f.StringVar(&cfg.Rules.When, "when", "", "the destination's when rule (CEL), to measure what rules cost; the bench's bodies are Stripe-like: body.data.object.id, body.created")
+	f.StringVar(&cfg.Rules.Transform, "transform", "", "the destination's transform rule (CEL), e.g. '{\"id\": event.id, \"object\": body.data.object.id}'")
 	f.BoolVar(&cfg.NoWorker, "no-worker", false, "run without the worker: acks measured with no deliveries competing for the CPU (no end-to-end figures, no sink check)")
 	f.IntVar(&cfg.NaivePool, "naive-pool", 32, "the naive ingest's Postgres pool size")
 	f.Int64Var(&cfg.Preload, "preload", 0, "insert this many events with COPY before sending (growth curve)")
