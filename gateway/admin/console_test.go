@@ -1,0 +1,172 @@
+package admin_test
+
+import (
+	"context"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/webhookd/webhookd/dedupe"
+)
+
+// requestLog records every request a browser tab makes and every CSP
+// violation or error it reports.
+type requestLog struct {
+	mu       sync.Mutex
+	urls     []string
+	problems []string
+}
+
+// watch starts recording ctx's tab.
+func (l *requestLog) watch(t *testing.T, ctx context.Context) {
+	t.Helper()
+	err := chromedp.Listen(ctx, func(ev any) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		switch ev := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			l.urls = append(l.urls, ev.Request.URL)
+		case *log.EventEntryAdded:
+			if ev.Entry.Level == log.EntryLevelError {
+				l.problems = append(l.problems, ev.Entry.Text+" "+ev.Entry.URL)
+			}
+		case *runtime.EventExceptionThrown:
+			l.problems = append(l.problems, ev.ExceptionDetails.Text+" "+ev.ExceptionDetails.URL)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(ctx, log.Enable, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// outside returns the recorded requests to another host than host (data:
+// URLs load nothing).
+func (l *requestLog) outside(host string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, raw := range l.urls {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "data" && u.Host != host) {
+			out = append(out, raw)
+		}
+	}
+	return out
+}
+
+func (l *requestLog) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.urls)
+}
+
+func (l *requestLog) errors() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.problems)
+}
+
+// TestBrowserConsoleStaysHome walks every admin page, the queue
+// dashboard included, in headless Chromium: no request goes to another
+// host, no page breaks its CSP or throws, the dashboard draws its icons
+// and its font from this server, links back to Events, offers no
+// "Send Feedback", and ?tab=archived opens the archived tasks.
+func TestBrowserConsoleStaysHome(t *testing.T) {
+	t.Parallel()
+	var dialogs atomic.Int64
+	ctx := newBrowser(t, &dialogs)
+	b := setup(t, options{token: "console-token"})
+	b.send(t, "evt_home")
+	b.waitState(t, "evt_home", dedupe.StatusDone)
+	var reqs requestLog
+	reqs.watch(t, ctx)
+	srv, _ := url.Parse(b.srv.URL)
+
+	step(t, ctx, "opening the login page",
+		chromedp.Navigate(b.srv.URL+"/admin/login?next=/admin/"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
+	)
+	step(t, ctx, "signing in",
+		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), "console-token"),
+		chromedp.Submit(chromedp.CSS(`input[name=token]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#events`)),
+	)
+	for _, page := range []struct{ path, sel string }{
+		{"/admin/events?state=done", `#events`},
+		{"/admin/events/stripe/evt_home", `#attempts`},
+		{"/admin/view/destinations", `main table`},
+		{"/admin/view/rejected", `main`},
+		{"/admin/view/bulk-replay?state=done", `main`},
+	} {
+		step(t, ctx, "opening "+page.path,
+			chromedp.Navigate(b.srv.URL+page.path),
+			chromedp.WaitVisible(chromedp.CSS(page.sel)),
+		)
+	}
+
+	// The dashboard: asynqmon's app draws (its scripts ran under the
+	// CSP), in Roboto from this server, with its SVG icons.
+	step(t, ctx, "opening the queue dashboard",
+		chromedp.Navigate(b.srv.URL+"/admin/queues/"),
+		chromedp.WaitVisible(chromedp.CSS(`#root svg.MuiSvgIcon-root`)),
+		chromedp.WaitVisible(chromedp.CSS(`#webhookd-events`)),
+	)
+	pipelineQueue := b.p.Redis.Queue
+	step(t, ctx, "waiting for the queue list", chromedp.WaitVisible(chromedp.Search(`//*[@id="root"]//*[text()="`+pipelineQueue+`"]`)))
+	if loaded := evaluate(t, ctx, `document.fonts.check("16px Roboto") && [...document.fonts].some(f => f.family.includes("Roboto") && f.status == "loaded") ? "yes" : "no"`); loaded != "yes" {
+		t.Errorf("Roboto is not loaded on the dashboard")
+	}
+	if n := evaluate(t, ctx, `String(document.querySelectorAll("#root svg.MuiSvgIcon-root path").length)`); n == "0" {
+		t.Errorf("the dashboard draws no icon")
+	}
+	if fb := evaluate(t, ctx, `[...document.querySelectorAll("#root a")].filter(a => a.offsetParent !== null && a.textContent.includes("Feedback")).length + ""`); fb != "0" {
+		t.Errorf("%s visible Send Feedback links", fb)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	shot, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+	cancel()
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	saveScreenshot(t, "queue-dashboard.png", shot)
+
+	// ?tab=archived opens the queue's archived tasks.
+	step(t, ctx, "opening ?tab=archived",
+		chromedp.Navigate(b.srv.URL+"/admin/queues/?tab=archived"),
+		chromedp.WaitVisible(chromedp.CSS(`#root svg.MuiSvgIcon-root`)),
+	)
+	if loc := evaluate(t, ctx, `location.pathname + location.search`); loc != "/admin/queues/queues/"+pipelineQueue+"?status=archived" {
+		t.Errorf("?tab=archived went to %s", loc)
+	}
+	step(t, ctx, "waiting for the archived tab", chromedp.WaitVisible(chromedp.Search(
+		`//div[contains(@class,"MuiChip-colorPrimary") and contains(., "Archived")]`)))
+
+	// The way back.
+	step(t, ctx, "going back to Events",
+		chromedp.Click(chromedp.CSS(`#webhookd-events`)),
+		chromedp.WaitVisible(chromedp.CSS(`#events`)),
+	)
+
+	if n := reqs.count(); n < 10 {
+		t.Fatalf("only %d requests recorded: the recorder does not work", n)
+	}
+	if out := reqs.outside(srv.Host); len(out) > 0 {
+		t.Errorf("requests to another host than %s:\n%s", srv.Host, strings.Join(out, "\n"))
+	}
+	if errs := reqs.errors(); len(errs) > 0 {
+		t.Errorf("the pages reported errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
