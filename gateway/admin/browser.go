@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,18 +41,12 @@ func parsePages() map[string]*template.Template {
 			return ""
 		},
 		"join": strings.Join,
-		// fromNow says when t is from now, in words: "in 12 s", "3 min ago".
-		"fromNow": func(t *time.Time) string {
-			if t == nil {
-				return ""
-			}
-			d := time.Until(*t)
-			s := durationWords(d.Abs())
-			if d >= 0 {
-				return "in " + s
-			}
-			return s + " ago"
-		},
+		// rel is t as a <time> the pages' script keeps current: "in 12 s",
+		// "3 min ago".
+		"rel": relTime,
+		// inFlight says whether an event in state is still on its way:
+		// its page and the list follow it (data-live).
+		"inFlight": func(state string) bool { return slices.Contains(inFlightStates, state) },
 		"answerBody": func(a dedupe.Answer) string {
 			s := showPayload(a.Body)
 			if a.Truncated {
@@ -69,6 +64,43 @@ func parsePages() map[string]*template.Template {
 	}
 	return pages
 }
+
+// fromNow says when t is from now, in words: "in 12 s", "3 min ago".
+func fromNow(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	d := time.Until(*t)
+	s := durationWords(d.Abs())
+	if d >= 0 {
+		return "in " + s
+	}
+	return s + " ago"
+}
+
+// relTime renders t (a time.Time or *time.Time) as a <time> element
+// saying when it is from now; admin.js keeps the words current.
+func relTime(v any) template.HTML {
+	var t time.Time
+	switch x := v.(type) {
+	case time.Time:
+		t = x
+	case *time.Time:
+		if x == nil {
+			return ""
+		}
+		t = *x
+	}
+	if t.IsZero() {
+		return ""
+	}
+	return template.HTML(`<time class="rel" datetime="` + t.UTC().Format(time.RFC3339) + `" title="` +
+		t.UTC().Format("2006-01-02 15:04:05") + ` UTC">` + template.HTMLEscapeString(fromNow(&t)) + `</time>`)
+}
+
+// inFlightStates are the event states on the way to an end: a page
+// showing one follows it.
+var inFlightStates = []string{dedupe.ShownRetrying, dedupe.ShownHeld, dedupe.StatusRunning, dedupe.StateQueued, dedupe.StateReceived}
 
 // eventPageURL is the event's one URL, /admin/events/:source/:id (a page
 // for a browser, JSON for an API client), with query q. The source and id
@@ -244,7 +276,7 @@ type eventPage struct {
 // flashes are the messages a replay redirect may ask the event page to
 // show; the query names a key, never free text.
 var flashes = map[string]string{
-	"enqueued":      "Replay enqueued. Refresh to follow the run.",
+	"enqueued":      "Replay enqueued; this page follows the run.",
 	"stored_result": "The event was already delivered: the stored result stands and nothing was called.",
 	"in_progress":   "A run is in progress; nothing was done.",
 	"skipped_stale": "The run was skipped as stale; only a forced replay sends it.",

@@ -170,3 +170,47 @@ func TestBrowserConsoleStaysHome(t *testing.T) {
 		t.Errorf("the pages reported errors:\n%s", strings.Join(errs, "\n"))
 	}
 }
+
+// TestBrowserEventPageFollows: an event page opened while its delivery
+// is under way shows done when it ends, without a reload, and its times
+// read as words ("… ago").
+func TestBrowserEventPageFollows(t *testing.T) {
+	t.Parallel()
+	var dialogs atomic.Int64
+	ctx := newBrowser(t, &dialogs)
+	b := setup(t, options{token: "live-token"})
+	release := b.dest.hold()
+	t.Cleanup(release)
+	b.send(t, "evt_live")
+	b.waitState(t, "evt_live", dedupe.StatusRunning)
+
+	step(t, ctx, "signing in",
+		chromedp.Navigate(b.srv.URL+"/admin/login?next=/admin/events/stripe/evt_live"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), "live-token"),
+		chromedp.Submit(chromedp.CSS(`input[name=token]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#event-state`)),
+	)
+	if state := text(t, ctx, `#event-state`); state != dedupe.StatusRunning {
+		t.Fatalf("event page opened during the call shows %q", state)
+	}
+	// A mark that a reload would wipe.
+	evaluate(t, ctx, `window.notReloaded = "yes"`)
+	if rel := text(t, ctx, `#facts time.rel`); !strings.HasSuffix(rel, " ago") {
+		t.Errorf("received time in words: %q", rel)
+	}
+	release()
+	step(t, ctx, "waiting for done", chromedp.WaitVisible(chromedp.CSS(`#event-state.state-done`)))
+	if mark := evaluate(t, ctx, `String(window.notReloaded)`); mark != "yes" {
+		t.Errorf("the page was reloaded (mark %q)", mark)
+	}
+	if attempts := text(t, ctx, `#attempts`); !strings.Contains(attempts, "200") {
+		t.Errorf("attempt log after the call:\n%s", attempts)
+	}
+	// The list follows too: nothing is in flight any more, so it stops
+	// asking (no data-live left).
+	step(t, ctx, "opening the list", chromedp.Navigate(b.srv.URL+"/admin/events"), chromedp.WaitVisible(chromedp.CSS(`#events`)))
+	if live := evaluate(t, ctx, `String(document.querySelectorAll("[data-live]").length)`); live != "0" {
+		t.Errorf("the list marks %s rows live after delivery", live)
+	}
+}

@@ -32,14 +32,19 @@ type destination struct {
 	// header and body, when set, are the answer's.
 	header http.Header
 	body   string
+	// gate, when set, holds every call until it is closed.
+	gate chan struct{}
 }
 
 func (d *destination) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
 	d.mu.Lock()
 	d.keys = append(d.keys, r.Header.Get("Idempotency-Key"))
-	code, header, body := d.status, d.header, d.body
+	code, header, body, gate := d.status, d.header, d.body, d.gate
 	d.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	for k, v := range header {
 		w.Header()[k] = v
 	}
@@ -55,6 +60,15 @@ func (d *destination) setAnswer(code int, header http.Header, body string) {
 	d.mu.Lock()
 	d.status, d.header, d.body = code, header, body
 	d.mu.Unlock()
+}
+
+// hold makes the next calls wait until the returned func is called.
+func (d *destination) hold() (release func()) {
+	gate := make(chan struct{})
+	d.mu.Lock()
+	d.gate = gate
+	d.mu.Unlock()
+	return sync.OnceFunc(func() { close(gate) })
 }
 
 func (d *destination) setStatus(code int) {
