@@ -30,6 +30,9 @@ type eventStore interface {
 	FeedBacklog(ctx context.Context, c dedupe.FeedCursor, f dedupe.FeedFilter, most int) (int, bool, error)
 	RuleSamples(ctx context.Context, source string, since time.Time, limit int) ([]dedupe.RuleSample, error)
 	ListRejected(ctx context.Context, source string, before int64, limit int) ([]dedupe.Rejected, error)
+	DestinationHealth(ctx context.Context, source, destination string, since time.Time, step time.Duration) (dedupe.DestinationHealth, error)
+	RecentCallErrors(ctx context.Context, source, destination string, since time.Time, limit int) ([]dedupe.CallError, error)
+	AffectedEvents(ctx context.Context, source, destination string, limit int) ([]dedupe.AffectedEvent, error)
 }
 
 // Config configures the admin surface.
@@ -249,6 +252,7 @@ func (a *Admin) Mount(e *echo.Echo) {
 		g.POST("/destinations/:source/:name/pause", a.steerDestination(true))
 		g.POST("/destinations/:source/:name/resume", a.steerDestination(false))
 		g.GET("/view/destinations", a.browseDestinations)
+		g.GET("/view/destinations/:source/:name", a.browseDestination)
 		g.POST("/view/destinations/pause", a.browseSteer(true))
 		g.POST("/view/destinations/resume", a.browseSteer(false))
 	}

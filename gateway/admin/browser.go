@@ -40,7 +40,8 @@ func parsePages() map[string]*template.Template {
 			}
 			return ""
 		},
-		"join": strings.Join,
+		"join":          strings.Join,
+		"shortDuration": shortDuration,
 		// rel is t as a <time> the pages' script keeps current: "in 12 s",
 		// "3 min ago".
 		"rel": relTime,
@@ -54,11 +55,12 @@ func parsePages() map[string]*template.Template {
 			}
 			return s
 		},
-		"eventURL":  func(source, id string) string { return eventPageURL(source, id, nil) },
-		"replayURL": func(source, id string) string { return replayFormURL(source, id, nil) },
+		"eventURL":       func(source, id string) string { return eventPageURL(source, id, nil) },
+		"destinationURL": destinationPageURL,
+		"replayURL":      func(source, id string) string { return replayFormURL(source, id, nil) },
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"list", "event", "bulk", "login", "destinations", "refused", "rejected"} {
+	for _, name := range []string{"list", "event", "bulk", "login", "destinations", "destination", "refused", "rejected"} {
 		t := template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 		pages[name] = t
 	}

@@ -2,8 +2,11 @@ package admin_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 )
 
 // requestLog records every request a browser tab makes and every CSP
@@ -213,4 +217,78 @@ func TestBrowserEventPageFollows(t *testing.T) {
 	if live := evaluate(t, ctx, `String(document.querySelectorAll("[data-live]").length)`); live != "0" {
 		t.Errorf("the list marks %s rows live after delivery", live)
 	}
+}
+
+// TestBrowserDestinationPage: after a run against a destination that
+// answers 500 and then 200, the destination's page counts what the
+// destination saw, draws its charts, lists the failed calls, and pauses
+// and resumes it.
+func TestBrowserDestinationPage(t *testing.T) {
+	t.Parallel()
+	var dialogs atomic.Int64
+	ctx := newBrowser(t, &dialogs)
+	b := setup(t, options{token: "dest-token"})
+	b.dest.setStatus(http.StatusInternalServerError)
+	b.send(t, "evt_flaky")
+	pipelinetest.Eventually(t, 20*time.Second, "a 500", func() bool { return b.dest.answered(http.StatusInternalServerError) >= 1 })
+	b.dest.setStatus(http.StatusOK)
+	b.waitState(t, "evt_flaky", dedupe.StatusDone)
+	b.send(t, "evt_fine")
+	b.waitState(t, "evt_fine", dedupe.StatusDone)
+	failed, ok := b.dest.answered(http.StatusInternalServerError), b.dest.answered(http.StatusOK)
+	if ok != 2 || b.dest.total() != failed+ok {
+		t.Fatalf("the destination answered %d × 500, %d × 200 of %d calls", failed, ok, b.dest.total())
+	}
+
+	step(t, ctx, "signing in",
+		chromedp.Navigate(b.srv.URL+"/admin/login?next=/admin/view/destinations"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), "dest-token"),
+		chromedp.Submit(chromedp.CSS(`input[name=token]`)),
+		chromedp.WaitVisible(chromedp.CSS(`a.destination-link`)),
+		chromedp.Click(chromedp.CSS(`a.destination-link`)),
+		chromedp.WaitVisible(chromedp.CSS(`#window-day`)),
+	)
+	rate := fmt.Sprintf("%.1f %%", 100*float64(ok)/float64(failed+ok))
+	for _, w := range []string{"hour", "day"} {
+		if calls := text(t, ctx, "#"+w+"-calls"); calls != strconv.Itoa(failed+ok) {
+			t.Errorf("%s: %s calls shown, the destination saw %d", w, calls, failed+ok)
+		}
+		if got := text(t, ctx, "#"+w+"-succeeded"); got != strconv.Itoa(ok) {
+			t.Errorf("%s: %s accepted shown, the destination answered 200 %d times", w, got, ok)
+		}
+		if got := text(t, ctx, "#"+w+"-rate"); got != rate {
+			t.Errorf("%s: success rate %q, want %q", w, got, rate)
+		}
+		if got := text(t, ctx, "#"+w+"-latency"); !strings.Contains(got, " ms / ") {
+			t.Errorf("%s: latency %q", w, got)
+		}
+		bars := evaluate(t, ctx, `String(document.querySelectorAll("#window-`+w+` svg.chart rect.fail").length) + "/" + document.querySelectorAll("#window-`+w+` svg.chart polyline").length`)
+		if bars == "0/0" || strings.HasPrefix(bars, "0/") {
+			t.Errorf("%s: charts draw %s (failed bars/latency lines)", w, bars)
+		}
+	}
+	rows := evaluate(t, ctx, `String(document.querySelectorAll("#call-errors tbody tr").length)`)
+	if errs := text(t, ctx, `#call-errors`); rows != strconv.Itoa(failed) || !strings.Contains(errs, "evt_flaky") || !strings.Contains(errs, "500") {
+		t.Errorf("last failed calls (want %d × evt_flaky, 500):\n%s", failed, errs)
+	}
+	if url := text(t, ctx, `#destination-url`); !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Errorf("destination URL shown: %q", url)
+	}
+	if state := text(t, ctx, `#destination-state`); state != "active" {
+		t.Errorf("state %q", state)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	shot, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+	cancel()
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	saveScreenshot(t, "destination-page.png", shot)
+
+	step(t, ctx, "pausing", chromedp.Click(chromedp.CSS(`#pause`)), chromedp.WaitVisible(chromedp.CSS(`#resume`)))
+	if state := text(t, ctx, `#destination-state`); state != "paused" {
+		t.Errorf("after Pause the state is %q", state)
+	}
+	step(t, ctx, "resuming", chromedp.Click(chromedp.CSS(`#resume`)), chromedp.WaitVisible(chromedp.CSS(`#pause`)))
 }

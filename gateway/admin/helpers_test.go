@@ -34,6 +34,8 @@ type destination struct {
 	body   string
 	// gate, when set, holds every call until it is closed.
 	gate chan struct{}
+	// codes are the statuses it answered, in order.
+	codes []int
 }
 
 func (d *destination) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -45,6 +47,9 @@ func (d *destination) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if gate != nil {
 		<-gate
 	}
+	d.mu.Lock()
+	d.codes = append(d.codes, code)
+	d.mu.Unlock()
 	for k, v := range header {
 		w.Header()[k] = v
 	}
@@ -84,6 +89,19 @@ func (d *destination) calls(key string) int {
 	n := 0
 	for _, k := range d.keys {
 		if k == key {
+			n++
+		}
+	}
+	return n
+}
+
+// answered returns how many calls it answered with code.
+func (d *destination) answered(code int) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, c := range d.codes {
+		if c == code {
 			n++
 		}
 	}
