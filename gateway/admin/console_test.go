@@ -103,6 +103,9 @@ func TestBrowserConsoleStaysHome(t *testing.T) {
 		chromedp.Navigate(b.srv.URL+"/admin/login?next=/admin/"),
 		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
 	)
+	if nav := evaluate(t, ctx, `String(document.querySelectorAll("header nav, #sign-out").length)`); nav != "0" {
+		t.Errorf("the login page shows %s of the nav and Sign out while signed out", nav)
+	}
 	step(t, ctx, "signing in",
 		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), "console-token"),
 		chromedp.Submit(chromedp.CSS(`input[name=token]`)),
@@ -114,12 +117,41 @@ func TestBrowserConsoleStaysHome(t *testing.T) {
 		{"/admin/view/destinations", `main table`},
 		{"/admin/view/rejected", `main`},
 		{"/admin/view/bulk-replay?state=done", `main`},
+		{"/admin/view/destinations/stripe/" + destName, `#window-day`},
 	} {
 		step(t, ctx, "opening "+page.path,
 			chromedp.Navigate(b.srv.URL+page.path),
 			chromedp.WaitVisible(chromedp.CSS(page.sel)),
 		)
 	}
+
+	// The small things of the event page and the list.
+	step(t, ctx, "opening the event", chromedp.Navigate(b.srv.URL+"/admin/events/stripe/evt_home"), chromedp.WaitVisible(chromedp.CSS(`#headers`)))
+	if hdr := text(t, ctx, `#headers`); evaluate(t, ctx, `document.getElementById("headers").tagName`) != "TABLE" ||
+		!strings.Contains(hdr, "Content-Type") || strings.Contains(hdr, `["`) {
+		t.Errorf("headers are not a name: value table:\n%s", hdr)
+	}
+	if res := text(t, ctx, `#runs pre.result`); strings.Contains(res, `\"`) || !strings.Contains(res, `"ok": true`) {
+		t.Errorf("the run's result is not shown as indented JSON: %q", res)
+	}
+	step(t, ctx, "searching for nothing", chromedp.Navigate(b.srv.URL+"/admin/events?q=nothing_like_it"), chromedp.WaitVisible(chromedp.CSS(`#events`)))
+	if n := evaluate(t, ctx, `String(document.querySelectorAll("#bulk-replay").length)`); n != "0" || !strings.Contains(text(t, ctx, `#events`), "No events match") {
+		t.Errorf("a search matching nothing offers Replay these… (%s links)", n)
+	}
+	if ph := evaluate(t, ctx, `document.querySelector("input[name=until]").placeholder`); strings.Contains(ph, "01-02T15:04") || !strings.HasPrefix(ph, time.Now().UTC().Format("2006-01-02T")) {
+		t.Errorf("Until placeholder %q", ph)
+	}
+
+	// At 420 px no page is wider than the screen.
+	step(t, ctx, "narrowing the window", chromedp.EmulateViewport(420, 900))
+	for _, path := range []string{"/admin/events", "/admin/events/stripe/evt_home", "/admin/view/destinations",
+		"/admin/view/destinations/stripe/" + destName, "/admin/view/rejected"} {
+		step(t, ctx, "opening "+path+" at 420 px", chromedp.Navigate(b.srv.URL+path), chromedp.WaitVisible(chromedp.CSS(`main`)))
+		if w := evaluate(t, ctx, `String(document.documentElement.scrollWidth)`); w != "420" {
+			t.Errorf("%s at 420 px is %s px wide", path, w)
+		}
+	}
+	step(t, ctx, "widening the window", chromedp.EmulateViewport(1400, 1000))
 
 	// The dashboard: asynqmon's app draws (its scripts ran under the
 	// CSP), in Roboto from this server, with its SVG icons.
