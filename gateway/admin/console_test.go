@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway/admin"
 	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 )
 
@@ -317,6 +318,38 @@ func TestBrowserDestinationPage(t *testing.T) {
 		t.Fatalf("screenshot: %v", err)
 	}
 	saveScreenshot(t, "destination-page.png", shot)
+
+	// Send test event: one call with a key of its own, marked a test,
+	// counted nowhere (not an event, not a call in the figures).
+	before := b.dest.total()
+	step(t, ctx, "sending a test event",
+		chromedp.SendKeys(chromedp.CSS(`#test-form input[name=by]`), "dest-test"),
+		chromedp.Click(chromedp.CSS(`#send-test`)),
+		chromedp.WaitVisible(chromedp.CSS(`#test-result`)),
+	)
+	if res := text(t, ctx, `#test-result`); !strings.Contains(res, "delivered, HTTP 200") {
+		t.Errorf("test event result: %q", res)
+	}
+	b.dest.mu.Lock()
+	lastKey, testCalls := b.dest.keys[len(b.dest.keys)-1], b.dest.testCalls
+	b.dest.mu.Unlock()
+	if b.dest.total() != before+1 || testCalls != 1 || !strings.HasPrefix(lastKey, "stripe:billing:webhookd_test_") {
+		t.Errorf("the destination got %d calls (%d marked a test), the last with key %q; want one test call with its own key",
+			b.dest.total()-before, testCalls, lastKey)
+	}
+	if calls := text(t, ctx, "#day-calls"); calls != strconv.Itoa(failed+ok) {
+		t.Errorf("after the test event the page counts %s calls, want %d (a test counts nowhere)", calls, failed+ok)
+	}
+	var events admin.EventListJSON
+	b.token = "dest-token"
+	if code := b.do(t, http.MethodGet, "/admin/events?q=webhookd_test_", "", &events); code != http.StatusOK || len(events.Events) != 0 {
+		t.Errorf("the test event is listed as an event: %d, %d events", code, len(events.Events))
+	}
+	var n int
+	if err := b.p.Schema.Pool.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM events WHERE external_id LIKE 'webhookd_test_%') +
+		(SELECT count(*) FROM job_runs WHERE key LIKE '%webhookd_test_%') + (SELECT count(*) FROM delivery_attempts WHERE key LIKE '%webhookd_test_%')`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("the test event left %d rows (%v)", n, err)
+	}
 
 	step(t, ctx, "pausing", chromedp.Click(chromedp.CSS(`#pause`)), chromedp.WaitVisible(chromedp.CSS(`#resume`)))
 	if state := text(t, ctx, `#destination-state`); state != "paused" {

@@ -36,12 +36,17 @@ type destination struct {
 	gate chan struct{}
 	// codes are the statuses it answered, in order.
 	codes []int
+	// testCalls counts the calls marked Webhookd-Test: 1.
+	testCalls int
 }
 
 func (d *destination) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
 	d.mu.Lock()
 	d.keys = append(d.keys, r.Header.Get("Idempotency-Key"))
+	if r.Header.Get("Webhookd-Test") == "1" {
+		d.testCalls++
+	}
 	code, header, body, gate := d.status, d.header, d.body, d.gate
 	d.mu.Unlock()
 	if gate != nil {
@@ -185,6 +190,7 @@ func setup(t *testing.T, o options) *bundle {
 		Routes:                  p.Routes,
 		Dashboard:               admin.NewDashboard(p.Redis.Client, !o.allowQueueActions),
 		Destinations:            jobs.NewDestinations(p.Store, p.Enqueuer, p.Routes, jobs.DestinationsConfig{Logger: log}),
+		TestEvents:              jobs.NewTestSender(p.Routes, nil, log),
 		Logger:                  log,
 		BulkLimit:               50,
 		SecureCookie:            o.secureCookie,
