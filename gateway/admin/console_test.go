@@ -3,8 +3,10 @@ package admin_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -356,4 +358,54 @@ func TestBrowserDestinationPage(t *testing.T) {
 		t.Errorf("after Pause the state is %q", state)
 	}
 	step(t, ctx, "resuming", chromedp.Click(chromedp.CSS(`#resume`)), chromedp.WaitVisible(chromedp.CSS(`#pause`)))
+}
+
+// TestDashboardPage: the dashboard's page, as served, names no other
+// host and has no inline script; its CSP is the admin pages' with a
+// style nonce that matches the page's csp-nonce and changes with every
+// answer; its inline scripts are served as files.
+func TestDashboardPage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{token: "dash"})
+	get := func(path string) (string, http.Header) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", b.srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer dash")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, body)
+		}
+		return string(body), resp.Header
+	}
+	var nonces []string
+	for _, path := range []string{"/admin/queues/", "/admin/queues/servers"} {
+		page, h := get(path)
+		if strings.Contains(page, "http://") || strings.Contains(page, "https://") || strings.Contains(page, "<script>") {
+			t.Errorf("%s names another host or has an inline script:\n%s", path, page)
+		}
+		m := regexp.MustCompile(`<meta property="csp-nonce" content="([^"]+)">`).FindStringSubmatch(page)
+		csp := h.Get("Content-Security-Policy")
+		if m == nil || !strings.Contains(csp, "style-src 'self' 'nonce-"+m[1]+"'; script-src 'self';") || strings.Contains(csp, "unsafe") {
+			t.Fatalf("%s: nonce %v, CSP %q", path, m, csp)
+		}
+		nonces = append(nonces, m[1])
+		for _, src := range regexp.MustCompile(`<script src="(/admin/queues/webhookd/[^"]+)">`).FindAllStringSubmatch(page, -1) {
+			if js, h := get(src[1]); !strings.Contains(js, "FLAG_ROOT_PATH") && !strings.Contains(js, "webpackJsonpui") ||
+				!strings.HasPrefix(h.Get("Content-Type"), "text/javascript") {
+				t.Errorf("%s: %s %.80s", src[1], h.Get("Content-Type"), js)
+			}
+		}
+	}
+	if nonces[0] == nonces[1] {
+		t.Errorf("two answers share the nonce %s", nonces[0])
+	}
+	// The API passes through untouched.
+	if body, _ := get("/admin/queues/api/queues"); !strings.HasPrefix(body, `{"queues":`) {
+		t.Errorf("the dashboard's API answers %.200s", body)
+	}
 }
