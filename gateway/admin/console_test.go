@@ -210,30 +210,48 @@ func TestBrowserConsoleStaysHome(t *testing.T) {
 	}
 }
 
-// TestBrowserEventPageFollows: an event page opened while its delivery
-// is under way shows done when it ends, without a reload, and its times
-// read as words ("… ago").
+// TestBrowserEventPageFollows: an event page and the list opened while
+// its delivery is under way show done when it ends, without a reload, and
+// times read as words ("… ago").
 func TestBrowserEventPageFollows(t *testing.T) {
 	t.Parallel()
 	var dialogs atomic.Int64
 	ctx := newBrowser(t, &dialogs)
 	b := setup(t, options{token: "live-token"})
+
+	// The list, opened during a call.
 	release := b.dest.hold()
 	t.Cleanup(release)
-	b.send(t, "evt_live")
-	b.waitState(t, "evt_live", dedupe.StatusRunning)
-
+	b.send(t, "evt_listed")
+	b.waitState(t, "evt_listed", dedupe.StatusRunning)
 	step(t, ctx, "signing in",
-		chromedp.Navigate(b.srv.URL+"/admin/login?next=/admin/events/stripe/evt_live"),
+		chromedp.Navigate(b.srv.URL+"/admin/login?next=/admin/events"),
 		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
 		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), "live-token"),
 		chromedp.Submit(chromedp.CSS(`input[name=token]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#event-state`)),
+		chromedp.WaitVisible(chromedp.CSS(`#events tr.event-row[data-live][data-state=running]`)),
 	)
+	// A mark that a reload would wipe.
+	evaluate(t, ctx, `window.notReloaded = "yes"`)
+	release()
+	step(t, ctx, "waiting for done in the list", chromedp.WaitVisible(chromedp.CSS(`#events tr.event-row[data-state=done]`)))
+	if mark := evaluate(t, ctx, `String(window.notReloaded)`); mark != "yes" {
+		t.Errorf("the list was reloaded (mark %q)", mark)
+	}
+	// Nothing is in flight any more, so the list stops asking.
+	if live := evaluate(t, ctx, `String(document.querySelectorAll("[data-live]").length)`); live != "0" {
+		t.Errorf("the list marks %s rows live after delivery", live)
+	}
+
+	// The event page, opened during a call.
+	release = b.dest.hold()
+	t.Cleanup(release)
+	b.send(t, "evt_live")
+	b.waitState(t, "evt_live", dedupe.StatusRunning)
+	step(t, ctx, "opening the event", chromedp.Navigate(b.srv.URL+"/admin/events/stripe/evt_live"), chromedp.WaitVisible(chromedp.CSS(`#event-state`)))
 	if state := text(t, ctx, `#event-state`); state != dedupe.StatusRunning {
 		t.Fatalf("event page opened during the call shows %q", state)
 	}
-	// A mark that a reload would wipe.
 	evaluate(t, ctx, `window.notReloaded = "yes"`)
 	if rel := text(t, ctx, `#facts time.rel`); !strings.HasSuffix(rel, " ago") {
 		t.Errorf("received time in words: %q", rel)
@@ -245,12 +263,6 @@ func TestBrowserEventPageFollows(t *testing.T) {
 	}
 	if attempts := text(t, ctx, `#attempts`); !strings.Contains(attempts, "200") {
 		t.Errorf("attempt log after the call:\n%s", attempts)
-	}
-	// The list follows too: nothing is in flight any more, so it stops
-	// asking (no data-live left).
-	step(t, ctx, "opening the list", chromedp.Navigate(b.srv.URL+"/admin/events"), chromedp.WaitVisible(chromedp.CSS(`#events`)))
-	if live := evaluate(t, ctx, `String(document.querySelectorAll("[data-live]").length)`); live != "0" {
-		t.Errorf("the list marks %s rows live after delivery", live)
 	}
 }
 
