@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"html"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"slices"
@@ -79,9 +78,13 @@ func NewDashboard(rdb redis.UniversalClient, readOnly bool) http.Handler {
 		RedisConnOpt: sharedRedis{rdb},
 		ReadOnly:     readOnly,
 	})
-	rec := httptest.NewRecorder()
-	ui.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, DashboardPath+"/", nil))
-	d := &dashboard{ui: ui, rdb: rdb, original: rec.Body.Bytes()}
+	rec := newRecorder()
+	req, err := http.NewRequest(http.MethodGet, DashboardPath+"/", nil)
+	if err != nil {
+		panic(err) // a constant, valid URL
+	}
+	ui.ServeHTTP(rec, req)
+	d := &dashboard{ui: ui, rdb: rdb, original: rec.body.Bytes()}
 	if err := d.rewrite(); err != nil {
 		panic(fmt.Sprintf("asynqmon's page: %v", err))
 	}
@@ -161,9 +164,9 @@ func (d *dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Anything but a file of asynqmon's is its page (it routes in the
 	// browser); tell which by what it answers.
-	rec := httptest.NewRecorder()
+	rec := newRecorder()
 	d.ui.ServeHTTP(rec, r)
-	body := rec.Body.Bytes()
+	body := rec.body.Bytes()
 	if bytes.Equal(body, d.original) {
 		nonce := rand.Text()
 		body = bytes.Replace(d.page, []byte(nonceSlot), []byte(nonce), 1)
@@ -173,7 +176,7 @@ func (d *dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for k, v := range rec.Header() {
 		w.Header()[k] = v
 	}
-	w.WriteHeader(rec.Code)
+	w.WriteHeader(rec.code)
 	_, _ = w.Write(body)
 }
 
@@ -196,3 +199,16 @@ func (d *dashboard) tabPage(ctx context.Context, path, tab string) string {
 	slices.Sort(queues)
 	return DashboardPath + "/queues/" + url.PathEscape(queues[0]) + "?status=" + tab
 }
+
+// recorder keeps an answer of asynqmon's to look at before it is sent.
+type recorder struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func newRecorder() *recorder { return &recorder{header: http.Header{}, code: http.StatusOK} }
+
+func (r *recorder) Header() http.Header         { return r.header }
+func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
+func (r *recorder) WriteHeader(code int)        { r.code = code }
