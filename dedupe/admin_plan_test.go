@@ -101,6 +101,16 @@ func TestAdminQueriesStayBoundedOnALargeTable(t *testing.T) {
 		statement{"lock for a forced replay", lockEventSQL, []any{"src1", "evt_50001"}, 1},
 		statement{"next generation", nextGenerationSQL, []any{"src1", "evt_50001", "dst"}, 1},
 	)
+	// A destination's page reads the attempt log of its window (a day
+	// here: every call of every destination in it, one each 13 s) through
+	// the time index, and each call's run by key.
+	day := time.Now().Add(-24 * time.Hour)
+	const dayCalls = 24 * 3600 / 13
+	stmts = append(stmts,
+		statement{"destination figures", healthSQL, []any{"src1:dst:", day, float64(3600)}, dayCalls},
+		statement{"destination failed calls", callErrorsSQL, []any{"src1:dst:", day, 10}, dayCalls},
+		statement{"destination affected events", affectedEventsSQL, []any{"src1:dst:", day, 20}, dayCalls},
+	)
 
 	for _, st := range stmts {
 		plan := explain(t, ctx, schema, st.sql, st.args)

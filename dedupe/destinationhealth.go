@@ -9,8 +9,8 @@ import (
 )
 
 // DestinationHealth is one destination's finished calls over a window,
-// read from the attempt log (delivery_attempts joined to its runs by
-// key): what the destination answered, not what the runs became.
+// read from the attempt log (delivery_attempts, by key prefix): what the
+// destination answered, not what the runs became.
 type DestinationHealth struct {
 	// Since is the window's start; Step the width of each bucket.
 	Since time.Time
@@ -51,7 +51,8 @@ type CallError struct {
 }
 
 // AffectedEvent is an event whose run of a destination has not succeeded:
-// failed or dead, or retrying (its status shown as the state rule says).
+// stored failed or dead (shown failed, dead, retrying or queued, as the
+// state rule says).
 type AffectedEvent struct {
 	Source, ExternalID string
 	Key                string
@@ -61,28 +62,31 @@ type AffectedEvent struct {
 	UpdatedAt          time.Time
 }
 
-// healthSQL sums a destination's finished calls since $3 in $4-second
-// buckets: one row per bucket that had a call, and the whole window as
-// bucket -1.
+// healthSQL sums the finished calls whose key starts with $1 (one
+// destination's: keys start with its escaped source and name) since $2,
+// in $3-second buckets: one row per bucket that had a call, and the whole
+// window as bucket -1. It reads the window through the created_at index;
+// no run is read.
 const healthSQL = `
 SELECT coalesce(bucket, -1), count(*), count(*) FILTER (WHERE NOT succeeded),
        percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms),
        percentile_cont(0.99) WITHIN GROUP (ORDER BY duration_ms)
-FROM (SELECT floor(extract(epoch FROM a.created_at - $3::timestamptz) / $4::float8)::int AS bucket,
+FROM (SELECT floor(extract(epoch FROM a.created_at - $2::timestamptz) / $3::float8)::int AS bucket,
              a.succeeded, a.duration_ms
-      FROM delivery_attempts a JOIN job_runs r ON r.key = a.key
-      WHERE r.source = $1 AND r.destination = $2 AND a.created_at >= $3 AND a.state = 'finished') calls
+      FROM delivery_attempts a
+      WHERE a.created_at >= $2 AND a.state = 'finished' AND starts_with(a.key, $1)) calls
 GROUP BY GROUPING SETS ((bucket), ())`
 
-// DestinationHealth returns the calls of source's destination since
-// since, in buckets of step. The window is the caller's bound: the
-// statement reads the attempt log from since on (its created_at index),
-// and returns ErrTooSlow past AdminStatementTimeout.
-func (s *Store) DestinationHealth(ctx context.Context, source, destination string, since time.Time, step time.Duration) (DestinationHealth, error) {
+// DestinationHealth returns the calls whose key starts with keyPrefix
+// (one destination's; jobs.KeyPrefix) since since, in buckets of step.
+// The window is the caller's bound: the statement reads the attempt log
+// from since on (its created_at index), and returns ErrTooSlow past
+// AdminStatementTimeout.
+func (s *Store) DestinationHealth(ctx context.Context, keyPrefix string, since time.Time, step time.Duration) (DestinationHealth, error) {
 	n := int(time.Since(since)/step) + 1
 	h := DestinationHealth{Since: since, Step: step, Buckets: make([]HealthBucket, n)}
 	err := s.adminTx(ctx, false, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, healthSQL, source, destination, since, step.Seconds())
+		rows, err := tx.Query(ctx, healthSQL, keyPrefix, since, step.Seconds())
 		if err != nil {
 			return err
 		}
@@ -109,21 +113,27 @@ func (s *Store) DestinationHealth(ctx context.Context, source, destination strin
 		return rows.Err()
 	})
 	if err != nil {
-		return DestinationHealth{}, fmt.Errorf("error reading the calls of %s/%s: %w", source, destination, err)
+		return DestinationHealth{}, fmt.Errorf("error reading the calls of keys %s…: %w", keyPrefix, err)
 	}
 	return h, nil
 }
 
-// RecentCallErrors returns source's destination's newest failed calls
-// since since, at most limit.
-func (s *Store) RecentCallErrors(ctx context.Context, source, destination string, since time.Time, limit int) ([]CallError, error) {
+// callErrorsSQL lists the failed calls whose key starts with $1 since
+// $2, newest first, at most $3, each with its run's event.
+const callErrorsSQL = `
+SELECT a.created_at, a.key, r.source, r.external_id, coalesce(a.status_code, 0), coalesce(a.error, ''), a.duration_ms
+FROM (SELECT created_at, key, status_code, error, duration_ms FROM delivery_attempts
+      WHERE created_at >= $2 AND state = 'finished' AND NOT succeeded AND starts_with(key, $1)
+      ORDER BY created_at DESC LIMIT $3) a
+JOIN job_runs r ON r.key = a.key
+ORDER BY a.created_at DESC`
+
+// RecentCallErrors returns the newest failed calls whose key starts with
+// keyPrefix (one destination's) since since, at most limit.
+func (s *Store) RecentCallErrors(ctx context.Context, keyPrefix string, since time.Time, limit int) ([]CallError, error) {
 	var out []CallError
 	err := s.adminTx(ctx, false, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
-SELECT a.created_at, a.key, r.source, r.external_id, coalesce(a.status_code, 0), coalesce(a.error, ''), a.duration_ms
-FROM delivery_attempts a JOIN job_runs r ON r.key = a.key
-WHERE r.source = $1 AND r.destination = $2 AND a.created_at >= $3 AND a.state = 'finished' AND NOT a.succeeded
-ORDER BY a.created_at DESC LIMIT $4`, source, destination, since, limit)
+		rows, err := tx.Query(ctx, callErrorsSQL, keyPrefix, since, limit)
 		if err != nil {
 			return err
 		}
@@ -135,25 +145,33 @@ ORDER BY a.created_at DESC LIMIT $4`, source, destination, since, limit)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("error reading the failed calls of %s/%s: %w", source, destination, err)
+		return nil, fmt.Errorf("error reading the failed calls of keys %s…: %w", keyPrefix, err)
 	}
 	return out, nil
 }
 
-// AffectedEvents returns the newest runs of source's destination stored
-// as failed or dead (shown failed, dead, retrying or queued), at most
-// limit. It reads the runs of the source's events (job_runs_event_idx is
-// by source), so it is bounded by the admin statement timeout, not an
-// index of its own.
-func (s *Store) AffectedEvents(ctx context.Context, source, destination string, limit int) ([]AffectedEvent, error) {
+// affectedEventsSQL lists the runs whose key starts with $1 that had a
+// failed call since $2 and are still failed or dead, newest first, at
+// most $3: read from the attempt log's window (its created_at index) and
+// each run by key, so it is bounded by the window, not by how many runs
+// the destination ever had.
+const affectedEventsSQL = `
+SELECT r.source, r.external_id, r.key, webhookd_run_status(r.status, r.permanent, r.attempts, r.held_until), r.attempts,
+       coalesce(r.last_error, ''), coalesce(r.completed_at, r.started_at, r.created_at)
+FROM (SELECT DISTINCT key FROM delivery_attempts
+      WHERE created_at >= $2 AND state = 'finished' AND NOT succeeded AND starts_with(key, $1)) f
+JOIN job_runs r ON r.key = f.key
+WHERE r.status IN ('failed', 'dead')
+ORDER BY coalesce(r.completed_at, r.started_at, r.created_at) DESC LIMIT $3`
+
+// AffectedEvents returns the runs whose key starts with keyPrefix (one
+// destination's) that had a failed call since since and are still
+// stored failed or dead (shown failed, dead, retrying or queued), newest
+// first, at most limit.
+func (s *Store) AffectedEvents(ctx context.Context, keyPrefix string, since time.Time, limit int) ([]AffectedEvent, error) {
 	var out []AffectedEvent
 	err := s.adminTx(ctx, false, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
-SELECT source, external_id, key, webhookd_run_status(status, permanent, attempts, held_until), attempts,
-       coalesce(last_error, ''), coalesce(completed_at, started_at, created_at)
-FROM job_runs
-WHERE source = $1 AND destination = $2 AND status IN ('failed', 'dead')
-ORDER BY coalesce(completed_at, started_at, created_at) DESC LIMIT $3`, source, destination, limit)
+		rows, err := tx.Query(ctx, affectedEventsSQL, keyPrefix, since, limit)
 		if err != nil {
 			return err
 		}
@@ -165,7 +183,7 @@ ORDER BY coalesce(completed_at, started_at, created_at) DESC LIMIT $3`, source, 
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("error reading the affected events of %s/%s: %w", source, destination, err)
+		return nil, fmt.Errorf("error reading the affected events of keys %s…: %w", keyPrefix, err)
 	}
 	return out, nil
 }

@@ -30,9 +30,9 @@ type eventStore interface {
 	FeedBacklog(ctx context.Context, c dedupe.FeedCursor, f dedupe.FeedFilter, most int) (int, bool, error)
 	RuleSamples(ctx context.Context, source string, since time.Time, limit int) ([]dedupe.RuleSample, error)
 	ListRejected(ctx context.Context, source string, before int64, limit int) ([]dedupe.Rejected, error)
-	DestinationHealth(ctx context.Context, source, destination string, since time.Time, step time.Duration) (dedupe.DestinationHealth, error)
-	RecentCallErrors(ctx context.Context, source, destination string, since time.Time, limit int) ([]dedupe.CallError, error)
-	AffectedEvents(ctx context.Context, source, destination string, limit int) ([]dedupe.AffectedEvent, error)
+	DestinationHealth(ctx context.Context, keyPrefix string, since time.Time, step time.Duration) (dedupe.DestinationHealth, error)
+	RecentCallErrors(ctx context.Context, keyPrefix string, since time.Time, limit int) ([]dedupe.CallError, error)
+	AffectedEvents(ctx context.Context, keyPrefix string, since time.Time, limit int) ([]dedupe.AffectedEvent, error)
 }
 
 // Config configures the admin surface.

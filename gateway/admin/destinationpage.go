@@ -108,23 +108,23 @@ func (a *Admin) renderDestination(c echo.Context, source, name string, data *des
 	if listErr != nil {
 		data.Error = "Redis did not answer: the circuit's state and the calls in flight are unknown."
 	}
-	now := a.cfg.Now()
+	now, keys := a.cfg.Now(), jobs.KeyPrefix(source, name)
 	for _, w := range []struct {
 		name       string
 		span, step time.Duration
 	}{{"hour", time.Hour, 5 * time.Minute}, {"day", 24 * time.Hour, time.Hour}} {
 		// Whole steps, so that each bar is one step of the clock.
 		since := now.Add(-w.span).Truncate(w.step).Add(w.step)
-		h, err := a.events.DestinationHealth(ctx, source, name, since, w.step)
+		h, err := a.events.DestinationHealth(ctx, keys, since, w.step)
 		if err != nil {
 			return httpError(err)
 		}
 		data.Windows = append(data.Windows, healthWindow{Name: w.name, Health: h, Volume: volumeChart(h), Latency: latencyChart(h)})
 	}
-	if data.Errors, err = a.events.RecentCallErrors(ctx, source, name, now.Add(-24*time.Hour), destinationErrorsShown); err != nil {
+	if data.Errors, err = a.events.RecentCallErrors(ctx, keys, now.Add(-24*time.Hour), destinationErrorsShown); err != nil {
 		return httpError(err)
 	}
-	if data.Affected, err = a.events.AffectedEvents(ctx, source, name, destinationAffectedShown); err != nil {
+	if data.Affected, err = a.events.AffectedEvents(ctx, keys, now.Add(-24*time.Hour), destinationAffectedShown); err != nil {
 		return httpError(err)
 	}
 	return a.render(c, http.StatusOK, "destination", data)
