@@ -23,7 +23,7 @@
 //	GET  /admin/view/destinations/:source/:name
 //	                                      a destination's page: state, calls over the last hour
 //	                                      and day (charts), last errors, affected events, pause,
-//	                                      resume, Send test event
+//	                                      resume, Send test event (POST …/test)
 //	     /admin/queues/                   the Asynq dashboard (asynqmon), its page rewritten to
 //	                                      load nothing from another host (dashboard.go)
 //	     /admin/login                     sets the session cookie for browsers (12h)
