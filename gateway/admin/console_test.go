@@ -282,9 +282,14 @@ func TestBrowserDestinationPage(t *testing.T) {
 	b.waitState(t, "evt_flaky", dedupe.StatusDone)
 	b.send(t, "evt_fine")
 	b.waitState(t, "evt_fine", dedupe.StatusDone)
-	failed, ok := b.dest.answered(http.StatusInternalServerError), b.dest.answered(http.StatusOK)
-	if ok != 2 || b.dest.total() != failed+ok {
-		t.Fatalf("the destination answered %d × 500, %d × 200 of %d calls", failed, ok, b.dest.total())
+	// And one the destination refuses for good: not delivered.
+	b.dest.setStatus(http.StatusBadRequest)
+	b.send(t, "evt_refused")
+	b.waitState(t, "evt_refused", dedupe.StatusFailed)
+	b.dest.setStatus(http.StatusOK)
+	failed, ok := b.dest.answered(http.StatusInternalServerError)+b.dest.answered(http.StatusBadRequest), b.dest.answered(http.StatusOK)
+	if ok != 2 || b.dest.answered(http.StatusBadRequest) != 1 || b.dest.total() != failed+ok {
+		t.Fatalf("the destination answered %d × 500 or 400, %d × 200 of %d calls", failed, ok, b.dest.total())
 	}
 
 	step(t, ctx, "signing in",
@@ -316,8 +321,14 @@ func TestBrowserDestinationPage(t *testing.T) {
 		}
 	}
 	rows := evaluate(t, ctx, `String(document.querySelectorAll("#call-errors tbody tr").length)`)
-	if errs := text(t, ctx, `#call-errors`); rows != strconv.Itoa(failed) || !strings.Contains(errs, "evt_flaky") || !strings.Contains(errs, "500") {
-		t.Errorf("last failed calls (want %d × evt_flaky, 500):\n%s", failed, errs)
+	if errs := text(t, ctx, `#call-errors`); rows != strconv.Itoa(failed) || !strings.Contains(errs, "evt_flaky") || !strings.Contains(errs, "500") ||
+		!strings.Contains(errs, "evt_refused") || !strings.Contains(errs, "400") {
+		t.Errorf("last failed calls (want %d rows: evt_flaky's 500s, evt_refused's 400):\n%s", failed, errs)
+	}
+	// Not delivered: the refused event only (the flaky one got through).
+	if affected := text(t, ctx, `#affected tbody`); !strings.Contains(affected, "evt_refused") || !strings.Contains(affected, "failed") ||
+		strings.Contains(affected, "evt_flaky") {
+		t.Errorf("events not delivered:\n%s", affected)
 	}
 	if url := text(t, ctx, `#destination-url`); !strings.HasPrefix(url, "http://127.0.0.1:") {
 		t.Errorf("destination URL shown: %q", url)
