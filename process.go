@@ -368,6 +368,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		Reload:                  p.Reload,
 		Dashboard:               admin.NewDashboard(p.redis, !cfg.Admin.AllowQueueActions),
 		Destinations:            destinations,
+		TestEvents:              jobs.NewTestSender(p.routes, &http.Client{Transport: jobs.NewTransport(cfg.AllowLinkLocalDestinations)}, log),
 		Logger:                  log,
 	}
 	if cfg.Admin.AllowQueueActions && len(cfg.Admin.ReadOnlyTokens) > 0 {

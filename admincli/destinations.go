@@ -9,10 +9,10 @@ import (
 func destinationsCommand() *cobra.Command {
 	cmd := GroupCommand(&cobra.Command{
 		Use:   "destinations",
-		Short: "List destinations with their state; pause and resume one (through a running webhookd's admin API)",
+		Short: "List destinations with their state; pause, resume or send a test event to one (through a running webhookd's admin API)",
 	})
 	AddServerFlag(cmd)
-	cmd.AddCommand(destinationsListCommand(), destinationsSteerCommand(true), destinationsSteerCommand(false))
+	cmd.AddCommand(destinationsListCommand(), destinationsSteerCommand(true), destinationsSteerCommand(false), destinationsTestCommand())
 	return cmd
 }
 
@@ -63,5 +63,30 @@ func destinationsSteerCommand(pause bool) *cobra.Command {
 	if pause {
 		cmd.Flags().StringVar(&reason, "reason", "", "why, recorded with the pause")
 	}
+	return cmd
+}
+
+func destinationsTestCommand() *cobra.Command {
+	var (
+		by     string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "test SOURCE DESTINATION",
+		Short: "Send a destination a test event now (webhookd.test, a key of its own, Webhookd-Test: 1; recorded nowhere); fails if not delivered",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := NewClient(cmd)
+			if err != nil {
+				return err
+			}
+			if by == "" {
+				by = cliUser()
+			}
+			return c.TestDestination(cmd.Context(), cmd.OutOrStdout(), args[0], args[1], by, asJSON)
+		},
+	}
+	cmd.Flags().StringVar(&by, "by", "", "who (default: the OS user)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the admin API's answer (JSON)")
 	return cmd
 }

@@ -101,6 +101,23 @@ func TestAdminQueriesStayBoundedOnALargeTable(t *testing.T) {
 		statement{"lock for a forced replay", lockEventSQL, []any{"src1", "evt_50001"}, 1},
 		statement{"next generation", nextGenerationSQL, []any{"src1", "evt_50001", "dst"}, 1},
 	)
+	// A destination's page reads the attempt log of its window (a day
+	// here: every call of every destination in it, one each 13 s) through
+	// the time index, and each call's run by key.
+	day := time.Now().Add(-24 * time.Hour)
+	const dayCalls = 24 * 3600 / 13
+	// A payload search reads the events of its window (bounded by the
+	// caller: admin allows at most 7 days), through the time index.
+	payload := EventFilter{IDPrefix: "cus_123", InPayload: true, Since: day, View: DestinationView{Held: held}}
+	pq := newEventQuery(payload, nil)
+	stmts = append(stmts, statement{"payload search in a day", pq.listSQL(payload, 51, 51), pq.args, dayCalls})
+	pq = newEventQuery(payload, nil)
+	stmts = append(stmts, statement{"payload search count", pq.countSQL(payload, countCap), pq.args, dayCalls})
+	stmts = append(stmts,
+		statement{"destination figures", healthSQL, []any{"src1:dst:", day, float64(3600)}, dayCalls},
+		statement{"destination failed calls", callErrorsSQL, []any{"src1:dst:", day, 10}, dayCalls},
+		statement{"destination affected events", affectedEventsSQL, []any{"src1:dst:", day, 20}, dayCalls},
+	)
 
 	for _, st := range stmts {
 		plan := explain(t, ctx, schema, st.sql, st.args)

@@ -32,6 +32,11 @@ type EventFilter struct {
 	// IDPrefix keeps events whose id starts with it (the whole id
 	// included), case-sensitive; read through an index (migration 0019).
 	IDPrefix string
+	// InPayload makes IDPrefix also keep the events whose payload
+	// contains it (its bytes, case-sensitive). No index holds that: the
+	// events of the window (Since, Until) are read, so a caller sets it
+	// only with a window it bounded.
+	InPayload bool
 	// Type keeps events whose type matches this glob as a whole: "*"
 	// matches any run of characters, "/" and "." included.
 	Type string
@@ -180,7 +185,11 @@ func newEventQuery(f EventFilter, after *position) *eventQuery {
 	if f.Sources != nil {
 		q.where = append(q.where, "e.source = ANY("+q.arg(f.Sources)+"::text[])")
 	}
-	if f.IDPrefix != "" {
+	switch {
+	case f.IDPrefix != "" && f.InPayload:
+		q.where = append(q.where, "(e.external_id LIKE "+q.arg(likeEscape(f.IDPrefix)+"%")+
+			" OR position("+q.arg([]byte(f.IDPrefix))+"::bytea IN e.payload) > 0)")
+	case f.IDPrefix != "":
 		// text_pattern_ops: a LIKE with a fixed prefix is an index range.
 		q.where = append(q.where, "e.external_id LIKE "+q.arg(likeEscape(f.IDPrefix)+"%"))
 	}

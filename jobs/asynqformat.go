@@ -193,7 +193,7 @@ func (e *Enqueuer) Wake(ctx context.Context, source, destination string) (int, e
 // wakeQueue wakes destination's tasks in one queue's retry set.
 func (e *Enqueuer) wakeQueue(ctx context.Context, queue, source, destination string) (int, error) {
 	prefix := asynqQueueKeyPrefix(queue)
-	match := globEscaper.Replace(keyPrefix(source, destination)) + "*"
+	match := globEscaper.Replace(KeyPrefix(source, destination)) + "*"
 	woke := 0
 	var cursor uint64
 	for {

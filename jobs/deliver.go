@@ -192,7 +192,9 @@ type callRequest struct {
 	// its place in it in fifo mode (Webhookd-Sequence), else 0.
 	entity   string
 	sequence int
-	now      time.Time
+	// test marks a test event's call (Webhookd-Test: 1; TestSender).
+	test bool
+	now  time.Time
 }
 
 // callHeaders are the headers of a call whatever its kind: the sender's
@@ -218,6 +220,9 @@ func callHeaders(ctx context.Context, r callRequest) (http.Header, error) {
 	h.Set("Webhookd-Attempt", strconv.Itoa(r.call))
 	if r.transformed {
 		h.Set("Webhookd-Transformed", "1")
+	}
+	if r.test {
+		h.Set("Webhookd-Test", "1")
 	}
 	if r.entity != "" {
 		h.Set("Webhookd-Entity", r.entity)

@@ -55,8 +55,9 @@ func Key(source, destination, eventID string, generation int) string {
 	return k
 }
 
-// keyPrefix is the start every key of destination's runs shares.
-func keyPrefix(source, destination string) string {
+// KeyPrefix is the start every key of source's destination's runs
+// shares, and no other key (names are escaped).
+func KeyPrefix(source, destination string) string {
 	return nameEscaper.Replace(source) + ":" + nameEscaper.Replace(destination) + ":"
 }
 

@@ -103,7 +103,7 @@ func TestOperatorCommandsOverTheAdminAPI(t *testing.T) {
 		{`unknown destination "snk" (did you mean sink?)`, []string{"events", "list", "--destination", "snk"}},
 		{`"2x" is neither a time`, []string{"events", "list", "--since", "2x"}},
 		{`unknown command "search" for "webhookd events"`, []string{"events", "search", "x"}},
-		{`unknown command "lst" for "webhookd destinations" (did you mean list?)`, []string{"destinations", "lst"}},
+		{`unknown command "lst" for "webhookd destinations" (did you mean list or test?)`, []string{"destinations", "lst"}},
 		{"unknown flag: --bogus", []string{"events", "list", "--bogus"}},
 	} {
 		out, err := run(cliToken, c.args...)
@@ -160,6 +160,13 @@ func TestOperatorCommandsOverTheAdminAPI(t *testing.T) {
 	if out := ok("destinations", "resume", "stripe", "sink"); !strings.Contains(out, "stripe/sink is active") {
 		t.Errorf("resume:\n%s", out)
 	}
+	calls := dest.Stats().Calls
+	if out := ok("destinations", "test", "stripe", "sink"); !strings.Contains(out, "delivered, HTTP 200") || !strings.Contains(out, "(key stripe:sink:webhookd_test_") {
+		t.Errorf("destinations test:\n%s", out)
+	}
+	if got := dest.Stats().Calls; got != calls+1 || p.Schema.Int(t, `SELECT count(*) FROM events WHERE external_id LIKE 'webhookd_test_%'`) != 0 {
+		t.Errorf("destinations test: %d calls (was %d), or it was recorded as an event", got, calls)
+	}
 
 	fails("", "set $WEBHOOKD_ADMIN_TOKEN", "events", "list")
 	fails("wrong-token-0123456789", "refused the admin token in $WEBHOOKD_ADMIN_TOKEN", "events", "list")
@@ -169,6 +176,7 @@ func TestOperatorCommandsOverTheAdminAPI(t *testing.T) {
 	}
 	fails(cliReadOnlyToken, "refused this (403: read-only admin token", "replay", "stripe", "evt_cli_2")
 	fails(cliReadOnlyToken, "the token is $WEBHOOKD_ADMIN_TOKEN", "destinations", "pause", "stripe", "sink")
+	fails(cliReadOnlyToken, "the token is $WEBHOOKD_ADMIN_TOKEN", "destinations", "test", "stripe", "sink")
 	// Without --server, the config's listen names the gateway (on
 	// loopback when it names every interface); no config at all means
 	// 127.0.0.1:8080.

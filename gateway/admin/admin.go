@@ -30,6 +30,9 @@ type eventStore interface {
 	FeedBacklog(ctx context.Context, c dedupe.FeedCursor, f dedupe.FeedFilter, most int) (int, bool, error)
 	RuleSamples(ctx context.Context, source string, since time.Time, limit int) ([]dedupe.RuleSample, error)
 	ListRejected(ctx context.Context, source string, before int64, limit int) ([]dedupe.Rejected, error)
+	DestinationHealth(ctx context.Context, keyPrefix string, since time.Time, step time.Duration) (dedupe.DestinationHealth, error)
+	RecentCallErrors(ctx context.Context, keyPrefix string, since time.Time, limit int) ([]dedupe.CallError, error)
+	AffectedEvents(ctx context.Context, keyPrefix string, since time.Time, limit int) ([]dedupe.AffectedEvent, error)
 }
 
 // Config configures the admin surface.
@@ -92,6 +95,9 @@ type Config struct {
 	// Destinations, when set, lists the destinations and pauses and
 	// resumes them (/admin/destinations, /admin/view/destinations).
 	Destinations destinationControl
+	// TestEvents, when set, sends test events from a destination's page
+	// (POST /admin/destinations/:source/:name/test and the page's form).
+	TestEvents testEventSender
 	// BulkLimit is the most events one bulk replay call may act on, what
 	// ever the request asks. Defaults to 1000 (also the maximum); a request
 	// without a limit acts on at most 100.
@@ -249,6 +255,11 @@ func (a *Admin) Mount(e *echo.Echo) {
 		g.POST("/destinations/:source/:name/pause", a.steerDestination(true))
 		g.POST("/destinations/:source/:name/resume", a.steerDestination(false))
 		g.GET("/view/destinations", a.browseDestinations)
+		g.GET("/view/destinations/:source/:name", a.browseDestination)
+		if a.cfg.TestEvents != nil {
+			g.POST("/destinations/:source/:name/test", a.testDestination)
+			g.POST("/view/destinations/:source/:name/test", a.browseTestDestination)
+		}
 		g.POST("/view/destinations/pause", a.browseSteer(true))
 		g.POST("/view/destinations/resume", a.browseSteer(false))
 	}

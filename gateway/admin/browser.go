@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,18 +40,20 @@ func parsePages() map[string]*template.Template {
 			}
 			return ""
 		},
-		"join": strings.Join,
-		// fromNow says when t is from now, in words: "in 12 s", "3 min ago".
-		"fromNow": func(t *time.Time) string {
-			if t == nil {
-				return ""
-			}
-			d := time.Until(*t)
-			s := durationWords(d.Abs())
-			if d >= 0 {
-				return "in " + s
-			}
-			return s + " ago"
+		"join":          strings.Join,
+		"shortDuration": shortDuration,
+		// rel is t as a <time> the pages' script keeps current: "in 12 s",
+		// "3 min ago".
+		"rel": relTime,
+		// inFlight says whether an event in state is still on its way:
+		// its page and the list follow it (data-live).
+		"inFlight":  func(state string) bool { return slices.Contains(inFlightStates, state) },
+		"runResult": runResult,
+		// key lets a job key break after its separators only.
+		"key": func(k string) template.HTML {
+			e := template.HTMLEscapeString(k)
+			e = strings.ReplaceAll(e, ":", ":<wbr>")
+			return template.HTML(strings.ReplaceAll(e, "#", "<wbr>#"))
 		},
 		"answerBody": func(a dedupe.Answer) string {
 			s := showPayload(a.Body)
@@ -59,16 +62,54 @@ func parsePages() map[string]*template.Template {
 			}
 			return s
 		},
-		"eventURL":  func(source, id string) string { return eventPageURL(source, id, nil) },
-		"replayURL": func(source, id string) string { return replayFormURL(source, id, nil) },
+		"eventURL":       func(source, id string) string { return eventPageURL(source, id, nil) },
+		"destinationURL": destinationPageURL,
+		"replayURL":      func(source, id string) string { return replayFormURL(source, id, nil) },
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"list", "event", "bulk", "login", "destinations", "refused", "rejected"} {
+	for _, name := range []string{"list", "event", "bulk", "login", "destinations", "destination", "refused", "rejected"} {
 		t := template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 		pages[name] = t
 	}
 	return pages
 }
+
+// fromNow says when t is from now, in words: "in 12 s", "3 min ago".
+func fromNow(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	d := time.Until(*t)
+	s := durationWords(d.Abs())
+	if d >= 0 {
+		return "in " + s
+	}
+	return s + " ago"
+}
+
+// relTime renders t (a time.Time or *time.Time) as a <time> element
+// saying when it is from now; admin.js keeps the words current.
+func relTime(v any) template.HTML {
+	var t time.Time
+	switch x := v.(type) {
+	case time.Time:
+		t = x
+	case *time.Time:
+		if x == nil {
+			return ""
+		}
+		t = *x
+	}
+	if t.IsZero() {
+		return ""
+	}
+	return template.HTML(`<time class="rel" datetime="` + t.UTC().Format(time.RFC3339) + `" title="` +
+		t.UTC().Format("2006-01-02 15:04:05") + ` UTC">` + template.HTMLEscapeString(fromNow(&t)) + `</time>`)
+}
+
+// inFlightStates are the event states on the way to an end: a page
+// showing one follows it.
+var inFlightStates = []string{dedupe.ShownRetrying, dedupe.ShownHeld, dedupe.StatusRunning, dedupe.StateQueued, dedupe.StateReceived}
 
 // eventPageURL is the event's one URL, /admin/events/:source/:id (a page
 // for a browser, JSON for an API client), with query q. The source and id
@@ -143,13 +184,17 @@ type listPage struct {
 	NewestURL, PrevURL, NextURL string
 	// BulkURL previews a bulk replay of the filter.
 	BulkURL string
-	Error   string
+	// UntilExample is the Until field's placeholder: this hour, as the
+	// field takes it.
+	UntilExample string
+	Error        string
 }
 
 // browseList handles GET /admin/ and a browser's GET /admin/events: the
 // event list with search and filters.
 func (a *Admin) browseList(c echo.Context) error {
-	data := listPage{Sources: a.sources(), Dests: a.destinationNames(), States: States, RunStatuses: RunStatuses}
+	data := listPage{Sources: a.sources(), Dests: a.destinationNames(), States: States, RunStatuses: RunStatuses,
+		UntilExample: a.cfg.Now().UTC().Truncate(time.Hour).Format("2006-01-02T15:04")}
 	in, f, err := a.filterFrom(c)
 	data.Filter = in
 	if err != nil {
@@ -234,7 +279,14 @@ type eventPage struct {
 	// by the force replay.
 	Destinations []string
 	Payload      string
-	Headers      string
+	// Headers are the stored headers, one row per value, by name;
+	// RawHeaders is what was stored when it is not a JSON object of
+	// arrays of strings.
+	Headers    []headerRow
+	RawHeaders string
+	// Attempts are the event's attempt log, each call marked when it
+	// came of a replay.
+	Attempts []attemptRow
 	// TraceID is the event's trace, when recorded with tracing on.
 	TraceID    string
 	Flash      string
@@ -244,7 +296,7 @@ type eventPage struct {
 // flashes are the messages a replay redirect may ask the event page to
 // show; the query names a key, never free text.
 var flashes = map[string]string{
-	"enqueued":      "Replay enqueued. Refresh to follow the run.",
+	"enqueued":      "Replay enqueued; this page follows the run.",
 	"stored_result": "The event was already delivered: the stored result stands and nothing was called.",
 	"in_progress":   "A run is in progress; nothing was done.",
 	"skipped_stale": "The run was skipped as stale; only a forced replay sends it.",
@@ -272,7 +324,9 @@ func (a *Admin) browseEvent(c echo.Context) error {
 		return httpError(err)
 	}
 	dests, _ := a.routes().DestinationNames(source)
-	data := eventPage{Event: d, Destinations: dests, Payload: showPayload(d.Payload), Headers: indentJSON(gateway.MaskHeaders(d.Headers, a.gatewaySources()[source].SignatureHeader)), TraceID: traceID(d.TraceParent), Flash: flashes[c.QueryParam("replayed")]}
+	data := eventPage{Event: d, Destinations: dests, Payload: showPayload(d.Payload), TraceID: traceID(d.TraceParent),
+		Attempts: markReplays(d.Attempts), Flash: flashes[c.QueryParam("replayed")]}
+	data.Headers, data.RawHeaders = headerRows(gateway.MaskHeaders(d.Headers, a.gatewaySources()[source].SignatureHeader))
 	if c.QueryParam("error") != "" {
 		data.FlashError = "The replay was recorded but could not be enqueued (is Redis up?). Replay again without force."
 	}
@@ -322,6 +376,95 @@ func showPayload(b []byte) string {
 		return string(b)
 	}
 	return "(binary, base64) " + base64.StdEncoding.EncodeToString(b)
+}
+
+// headerRow is one stored header value.
+type headerRow struct{ Name, Value string }
+
+// headerRows lists stored headers (a JSON object of arrays of values) as
+// name: value rows, names sorted; headers that are not such an object
+// come back as indented text instead.
+func headerRows(b []byte) ([]headerRow, string) {
+	var h map[string][]string
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, indentJSON(b)
+	}
+	var rows []headerRow
+	for _, name := range slices.Sorted(maps.Keys(h)) {
+		for _, v := range h[name] {
+			rows = append(rows, headerRow{Name: name, Value: v})
+		}
+	}
+	return rows, ""
+}
+
+// attemptRow is a call of the attempt log and, when it is the first call
+// after a replay, how it came: "replay" (the same key, after the run had
+// failed for good or died) or "forced replay #N" (a new generation).
+type attemptRow struct {
+	dedupe.Attempt
+	Replay string
+}
+
+// markReplays marks the calls a replay made. The attempt log keeps no
+// replay of its own; a call is a replay's when it is the first of a
+// generation past 1, or when the call of the same key before it ended
+// the run (a permanent failure, or a failure with no try left).
+func markReplays(attempts []dedupe.Attempt) []attemptRow {
+	last := map[string]dedupe.Attempt{}
+	rows := make([]attemptRow, len(attempts))
+	for i, at := range attempts {
+		rows[i].Attempt = at
+		prev, seen := last[at.Key]
+		switch {
+		case !seen:
+			if _, gen, ok := strings.Cut(at.Key, "#"); ok {
+				rows[i].Replay = "forced replay #" + gen
+			}
+		case prev.Outcome == string(dedupe.OutcomePermanent),
+			prev.Outcome == string(dedupe.OutcomeRetry) && prev.RetryAt == nil:
+			rows[i].Replay = "replay"
+		}
+		last[at.Key] = at
+	}
+	return rows
+}
+
+// runResult shows a run's stored result as indented JSON, with any
+// string in it that holds a JSON object or array (the destination's
+// body, kept as text) shown as that JSON, not as an escaped string.
+func runResult(b []byte) string {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return showPayload(b)
+	}
+	out, err := json.MarshalIndent(unwrapJSONStrings(v), "", "  ")
+	if err != nil {
+		return showPayload(b)
+	}
+	return string(out)
+}
+
+// unwrapJSONStrings returns v with each string that holds a JSON object
+// or array replaced by its value, at any depth.
+func unwrapJSONStrings(v any) any {
+	switch x := v.(type) {
+	case string:
+		t := strings.TrimSpace(x)
+		var inner any
+		if (strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[")) && json.Unmarshal([]byte(t), &inner) == nil {
+			return unwrapJSONStrings(inner)
+		}
+	case map[string]any:
+		for k, e := range x {
+			x[k] = unwrapJSONStrings(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = unwrapJSONStrings(e)
+		}
+	}
+	return v
 }
 
 func indentJSON(b []byte) string {

@@ -159,6 +159,10 @@ func TestBrowserReplayFailedEvent(t *testing.T) {
 	if state != dedupe.StatusDone || !strings.Contains(attempts, "400") || !strings.Contains(attempts, "200") {
 		t.Errorf("after replay: state %q, attempts\n%s", state, attempts)
 	}
+	// The replay's call is marked so in the attempt log; the first is not.
+	if marks := evaluate(t, ctx, `[...document.querySelectorAll("#attempts tr.attempt-row")].map(r => r.querySelector(".replay-mark") ? r.querySelector(".replay-mark").textContent : "-").join(",")`); marks != "-,replay" {
+		t.Errorf("replay marks in the attempt log: %q, want -,replay", marks)
+	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	shot, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
 	cancel()

@@ -188,8 +188,9 @@ var destinationFlashes = map[string]string{
 	"resumed": "Resumed: the calls that waited go out now.",
 }
 
-// browseSteer handles the page's Pause and Resume forms and redirects
-// back to the page (303).
+// browseSteer handles the Pause and Resume forms of the destinations'
+// page and of a destination's page (back=destination), and redirects back
+// to the page (303).
 func (a *Admin) browseSteer(pause bool) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
@@ -204,7 +205,11 @@ func (a *Admin) browseSteer(pause bool) echo.HandlerFunc {
 		if pause {
 			done = "paused"
 		}
-		return c.Redirect(http.StatusSeeOther, "/admin/view/destinations?"+url.Values{"done": {done}}.Encode())
+		back := "/admin/view/destinations"
+		if r.PostForm.Get("back") == "destination" {
+			back = destinationPageURL(r.PostForm.Get("source"), r.PostForm.Get("destination"))
+		}
+		return c.Redirect(http.StatusSeeOther, back+"?"+url.Values{"done": {done}}.Encode())
 	}
 }
 

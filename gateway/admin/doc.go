@@ -18,7 +18,14 @@
 //	     /admin/view/bulk-replay          bulk replay from the page: preview, then confirm
 //	                                      with a reason
 //	GET  /admin/destinations              destinations' states (and pause, resume)
-//	     /admin/queues/                   the Asynq dashboard (asynqmon)
+//	POST /admin/destinations/:source/:name/test
+//	                                      send a test event (jobs.TestSender), recorded nowhere
+//	GET  /admin/view/destinations/:source/:name
+//	                                      a destination's page: state, calls over the last hour
+//	                                      and day (charts), last errors, affected events, pause,
+//	                                      resume, Send test event (POST …/test)
+//	     /admin/queues/                   the Asynq dashboard (asynqmon), its page rewritten to
+//	                                      load nothing from another host (dashboard.go)
 //	     /admin/login                     sets the session cookie for browsers (12h)
 //	POST /admin/logout                    clears it
 //	GET  /admin/assets/                   the pages' stylesheet and script (no token needed)
@@ -50,8 +57,12 @@
 // (net/http's CrossOriginProtection), so a web page cannot make an
 // operator's browser replay events.
 //
-// Every answer forbids framing (X-Frame-Options: DENY); the pages'
-// Content-Security-Policy admits only their own stylesheet and script.
+// Every answer forbids framing (X-Frame-Options: DENY); every answer's
+// Content-Security-Policy, the dashboard's included, admits only this
+// server's stylesheets, scripts, fonts and fetches, and no inline script
+// (the dashboard's run-time styles carry a per-answer nonce). Pages
+// showing something in flight follow it by reading themselves again
+// (admin.js), no reload.
 //
 // Replay is safe by default: a done run answers with its stored result
 // and calls nothing; a failed or dead run is retried with the same key

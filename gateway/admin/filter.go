@@ -158,7 +158,28 @@ func (a *Admin) eventFilter(in filterInput, now time.Time) (dedupe.EventFilter, 
 	if f.Until, err = ParseTime(in.Until, now); err != nil {
 		return f, fmt.Errorf("until: %w", err)
 	}
+	f.InPayload = payloadSearchable(f, now)
 	return f, nil
+}
+
+// MaxPayloadSearch is the widest window (since to until, or to now) in
+// which q also matches inside payloads: no index holds payloads, so such
+// a search reads every event of its window, and a search without since
+// or with a wider window matches ids only (it cannot scan the whole table
+// unasked).
+const MaxPayloadSearch = 7 * 24 * time.Hour
+
+// payloadSearchable reports whether f's q also matches inside payloads:
+// it has a q and a since no further than MaxPayloadSearch before its end.
+func payloadSearchable(f dedupe.EventFilter, now time.Time) bool {
+	if f.IDPrefix == "" || f.Since.IsZero() {
+		return false
+	}
+	end := now
+	if !f.Until.IsZero() {
+		end = f.Until
+	}
+	return end.Sub(f.Since) <= MaxPayloadSearch
 }
 
 // checkName refuses a filter's source or destination name that is not

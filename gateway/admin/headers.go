@@ -9,32 +9,31 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// pageCSP is the Content-Security-Policy of webhookd's own admin answers:
-// the pages load their stylesheet and script from /admin/assets/ and
-// nothing else, post their forms to this server only, and may not be
-// framed.
-const pageCSP = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; " +
-	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+// pageCSP is the Content-Security-Policy of every admin answer, the
+// queue dashboard's included: the pages load their stylesheets, scripts
+// and fonts from this server and nothing else, fetch only from it (the
+// live pages, the dashboard's API), post their forms to it only, run no
+// inline script or style, and may not be framed.
+const pageCSP = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; font-src 'self'; " +
+	"connect-src 'self'; manifest-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// dashboardCSP is the Asynq dashboard's: it needs its inline scripts and
-// web fonts, so only framing is forbidden.
-const dashboardCSP = "frame-ancestors 'none'"
+// styleNonceCSP is pageCSP that also admits <style> elements carrying
+// nonce: the queue dashboard's, whose components write their styles at
+// run time (dashboard).
+func styleNonceCSP(nonce string) string {
+	return strings.Replace(pageCSP, "style-src 'self'", "style-src 'self' 'nonce-"+nonce+"'", 1)
+}
 
 // securityHeaders sets what every admin answer carries: not cached, not
 // framed (X-Frame-Options and the CSP's frame-ancestors, against
-// clickjacking a Replay button), not sniffed, and the CSP for its kind of
-// page.
+// clickjacking a Replay button), not sniffed, and the CSP.
 func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		h := c.Response().Header()
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("X-Content-Type-Options", "nosniff")
-		csp := pageCSP
-		if strings.HasPrefix(c.Request().URL.Path, DashboardPath+"/") {
-			csp = dashboardCSP
-		}
-		h.Set("Content-Security-Policy", csp)
+		h.Set("Content-Security-Policy", pageCSP)
 		return next(c)
 	}
 }

@@ -32,13 +32,28 @@ type destination struct {
 	// header and body, when set, are the answer's.
 	header http.Header
 	body   string
+	// gate, when set, holds every call until it is closed.
+	gate chan struct{}
+	// codes are the statuses it answered, in order.
+	codes []int
+	// testCalls counts the calls marked Webhookd-Test: 1.
+	testCalls int
 }
 
 func (d *destination) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
 	d.mu.Lock()
 	d.keys = append(d.keys, r.Header.Get("Idempotency-Key"))
-	code, header, body := d.status, d.header, d.body
+	if r.Header.Get("Webhookd-Test") == "1" {
+		d.testCalls++
+	}
+	code, header, body, gate := d.status, d.header, d.body, d.gate
+	d.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	d.mu.Lock()
+	d.codes = append(d.codes, code)
 	d.mu.Unlock()
 	for k, v := range header {
 		w.Header()[k] = v
@@ -57,6 +72,15 @@ func (d *destination) setAnswer(code int, header http.Header, body string) {
 	d.mu.Unlock()
 }
 
+// hold makes the next calls wait until the returned func is called.
+func (d *destination) hold() (release func()) {
+	gate := make(chan struct{})
+	d.mu.Lock()
+	d.gate = gate
+	d.mu.Unlock()
+	return sync.OnceFunc(func() { close(gate) })
+}
+
 func (d *destination) setStatus(code int) {
 	d.mu.Lock()
 	d.status = code
@@ -70,6 +94,19 @@ func (d *destination) calls(key string) int {
 	n := 0
 	for _, k := range d.keys {
 		if k == key {
+			n++
+		}
+	}
+	return n
+}
+
+// answered returns how many calls it answered with code.
+func (d *destination) answered(code int) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, c := range d.codes {
+		if c == code {
 			n++
 		}
 	}
@@ -153,6 +190,7 @@ func setup(t *testing.T, o options) *bundle {
 		Routes:                  p.Routes,
 		Dashboard:               admin.NewDashboard(p.Redis.Client, !o.allowQueueActions),
 		Destinations:            jobs.NewDestinations(p.Store, p.Enqueuer, p.Routes, jobs.DestinationsConfig{Logger: log}),
+		TestEvents:              jobs.NewTestSender(p.Routes, nil, log),
 		Logger:                  log,
 		BulkLimit:               50,
 		SecureCookie:            o.secureCookie,

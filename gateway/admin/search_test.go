@@ -235,3 +235,37 @@ var markStale = chromedp.Evaluate[chromedp.Void](`void (document.body.dataset.st
 
 // freshEvents waits for the #events list of a page loaded after markStale.
 var freshEvents = chromedp.WaitVisible(chromedp.CSS(`body:not([data-stale]) #events`))
+
+// TestPayloadSearch: q also matches inside payloads when since bounds
+// the window to at most 7 days; without since, or with a wider window,
+// it matches ids only.
+func TestPayloadSearch(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	for id, customer := range map[string]string{"evt_pay_a": "cus_123", "evt_pay_b": "cus_456"} {
+		code, body := b.p.Send(t, []byte(`{"id":"`+id+`","type":"invoice.paid","data":{"object":{"customer":"`+customer+`"}}}`))
+		if code != http.StatusAccepted {
+			t.Fatalf("send %s: %d %s", id, code, body)
+		}
+		b.waitState(t, id, dedupe.StatusDone)
+	}
+	for _, c := range []struct {
+		query string
+		want  []string
+	}{
+		{"q=cus_123&since=1h", []string{"evt_pay_a"}},
+		{"q=cus_&since=24h", []string{"evt_pay_a", "evt_pay_b"}},
+		{"q=evt_pay_b&since=1h", []string{"evt_pay_b"}},
+		{"q=cus_123", nil},            // no window: ids only
+		{"q=cus_123&since=192h", nil}, // 8 days: ids only
+		{"q=cus_123&since=" + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339) + "&until=" + time.Now().Add(time.Hour).UTC().Format(time.RFC3339), []string{"evt_pay_a"}},
+	} {
+		var l admin.EventListJSON
+		if code := b.do(t, http.MethodGet, "/admin/events?"+c.query, "", &l); code != http.StatusOK {
+			t.Fatalf("%s: %d", c.query, code)
+		}
+		if got := eventIDs(l); !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.query, got, c.want)
+		}
+	}
+}

@@ -13,8 +13,8 @@ import (
 
 // TestAdminPagesRefuseFraming: every admin answer, signed in or not,
 // forbids framing (X-Frame-Options and the CSP's frame-ancestors); the
-// event browser's pages admit no inline script or style; the dashboard,
-// which needs its inline scripts, is still never framed.
+// pages, the queue dashboard's included, admit no inline script or
+// style (the dashboard's styles only with the answer's nonce).
 func TestAdminPagesRefuseFraming(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{token: "tok"})
@@ -29,7 +29,8 @@ func TestAdminPagesRefuseFraming(t *testing.T) {
 		{"/admin/events", true, "default-src 'none'"},
 		{"/admin/view/stripe/evt_none", true, "script-src 'self'"},
 		{"/admin/assets/admin.css", false, "default-src 'none'"},
-		{"/admin/queues/", true, "frame-ancestors 'none'"},
+		{"/admin/queues/", true, "script-src 'self'; img-src"},
+		{"/admin/queues/queues/webhookd", true, "connect-src 'self'"},
 	} {
 		req, _ := http.NewRequest("GET", b.srv.URL+tc.path, nil)
 		req.Header.Set("Accept", "text/html")

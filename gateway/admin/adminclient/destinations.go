@@ -61,3 +61,41 @@ func (c *Client) SteerDestination(ctx context.Context, w io.Writer, source, dest
 	fmt.Fprintf(w, "%s/%s is %s\n", st.Source, st.Destination, st.State)
 	return nil
 }
+
+// TestDestination sends a destination a test event (recorded nowhere)
+// and prints what the call came to; a test event not delivered is an
+// error, so a script can tell.
+func (c *Client) TestDestination(ctx context.Context, w io.Writer, source, destination, by string, asJSON bool) error {
+	path := "/admin/destinations/" + url.PathEscape(source) + "/" + url.PathEscape(destination) + "/test"
+	raw, _, err := c.Call(ctx, http.MethodPost, path, nil, map[string]string{"by": by})
+	if err != nil {
+		return err
+	}
+	var res admin.TestEventJSON
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return fmt.Errorf("webhookd's answer is not what this webhookd expects: %w", err)
+	}
+	if asJSON {
+		if err := PrintJSON(w, raw); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(w, "test event %s (key %s) to %s/%s: ", res.EventID, res.Key, source, destination)
+		if res.Delivered {
+			fmt.Fprint(w, "delivered")
+		} else {
+			fmt.Fprint(w, "not delivered")
+		}
+		if res.StatusCode != 0 {
+			fmt.Fprintf(w, ", HTTP %d", res.StatusCode)
+		}
+		if res.Error != "" {
+			fmt.Fprintf(w, ": %s", res.Error)
+		}
+		fmt.Fprintf(w, ", %.0f ms\n", res.DurationMS)
+	}
+	if !res.Delivered {
+		return fmt.Errorf("the test event was not delivered to %s/%s", source, destination)
+	}
+	return nil
+}
