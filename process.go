@@ -128,6 +128,9 @@ type Config struct {
 	// Maintenance tunes retention and the duplicate check; Retention,
 	// Logger and Metrics are set from the process.
 	Maintenance jobs.MaintenanceConfig
+	// Issues tunes the issues a worker opens and closes from delivery
+	// outcomes (issues:); Logger and Changed are set from the process.
+	Issues jobs.IssuesConfig
 	// Load reads the configuration again for a reload (SIGHUP, POST
 	// /admin/reload); nil means the process cannot reload.
 	Load func(ctx context.Context) (Config, error)
@@ -320,6 +323,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		// One claim and one outcome statement in flight, each carrying up
 		// to 128 runs (docs/performance.md).
 		p.runs = dedupe.NewRunBatcher(store, dedupe.BatcherConfig{MaxBatch: 128, MaxInFlight: 1})
+		issuesCfg := cfg.Issues
+		issuesCfg.Logger = log
+		issues := jobs.NewIssues(store, issuesCfg)
+		p.background.Go(func() { issues.Run(bg) })
 		handler := jobs.NewHandler(withRunFaults(p.runs, log), jobs.HandlerConfig{
 			HTTPClient:     &http.Client{Transport: jobs.NewTransport(cfg.AllowLinkLocalDestinations)},
 			Routes:         p.routes,
@@ -330,6 +337,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 			Metrics:        metrics,
 			Steering:       destinations.Steering(),
 			TracerProvider: cfg.TracerProvider,
+			Issues:         issues,
 		})
 		queues, err := shards.ServedQueues(p.redis)
 		if err != nil {
@@ -368,6 +376,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		Reload:                  p.Reload,
 		Dashboard:               admin.NewDashboard(p.redis, !cfg.Admin.AllowQueueActions),
 		Destinations:            destinations,
+		Issues:                  store,
 		Logger:                  log,
 	}
 	if cfg.Admin.AllowQueueActions && len(cfg.Admin.ReadOnlyTokens) > 0 {

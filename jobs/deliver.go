@@ -51,6 +51,10 @@ type callResult struct {
 	holdReason string
 	// answer is what the destination answered, kept with the call.
 	answer dedupe.Answer
+	// cause, when set, names a failure that is no call's answer (a rule
+	// that failed, an open circuit) for the destination's issues
+	// (issueCause).
+	cause string
 }
 
 // storedResult is the JSON shape of job_runs.result.

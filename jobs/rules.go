@@ -215,7 +215,7 @@ func ruled(dest Destination, req callRequest, ev dedupe.StoredEvent) (_ callRequ
 	})
 	switch {
 	case err != nil:
-		return req, callResult{outcome: dedupe.OutcomePermanent, err: err.Error()}, false
+		return req, callResult{outcome: dedupe.OutcomePermanent, err: err.Error(), cause: CauseRule}, false
 	case !res.Match:
 		return req, callResult{outcome: dedupe.OutcomeFiltered}, false
 	case res.Body != nil:

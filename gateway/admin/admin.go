@@ -92,6 +92,8 @@ type Config struct {
 	// Destinations, when set, lists the destinations and pauses and
 	// resumes them (/admin/destinations, /admin/view/destinations).
 	Destinations destinationControl
+	// Issues, when set, lists, shows and resolves issues (/admin/issues).
+	Issues issueStore
 	// BulkLimit is the most events one bulk replay call may act on, what
 	// ever the request asks. Defaults to 1000 (also the maximum); a request
 	// without a limit acts on at most 100.
@@ -251,6 +253,11 @@ func (a *Admin) Mount(e *echo.Echo) {
 		g.GET("/view/destinations", a.browseDestinations)
 		g.POST("/view/destinations/pause", a.browseSteer(true))
 		g.POST("/view/destinations/resume", a.browseSteer(false))
+	}
+	if a.cfg.Issues != nil {
+		g.GET("/issues", a.listIssues)
+		g.GET("/issues/:id", a.getIssue)
+		g.POST("/issues/:id/resolve", a.resolveIssue)
 	}
 	if a.cfg.Dashboard != nil {
 		g.GET("/queues", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/admin/queues/") })

@@ -85,6 +85,8 @@ type Options struct {
 	OrderMode, OrderOnFailure string
 	// Logger receives the pipeline's logs. Defaults to the test's log.
 	Logger *slog.Logger
+	// Issues tunes the worker's issues (webhookd.Config.Issues).
+	Issues jobs.IssuesConfig
 	// Schema and Redis reuse existing ones (a second replica).
 	Schema *pgtest.Schema
 	Redis  *redistest.DB
@@ -189,6 +191,7 @@ func Start(t testing.TB, opts Options) *Pipeline {
 		Worker:       webhookd.WorkerConfig{Concurrency: 16, Backoff: backoff, ShutdownTimeout: 5 * time.Second},
 		Recovery:     jobs.ReconcilerConfig{Interval: 200 * time.Millisecond, MinAge: opts.RecoveryMinAge},
 		Admin:        webhookd.AdminConfig{Tokens: opts.AdminTokens, ReadOnlyTokens: opts.AdminReadOnlyTokens},
+		Issues:       opts.Issues,
 	}, log)
 	if err != nil {
 		t.Fatalf("starting webhookd: %v", err)
