@@ -27,9 +27,9 @@ const MaxIssueEvents = 10_000
 // Issue is a destination's failures of one cause, grouped (the issues
 // table; migration 0027).
 type Issue struct {
-	ID          int64     `json:"id"`
-	Source      string    `json:"source"`
-	Destination string    `json:"destination"`
+	ID          int64  `json:"id"`
+	Source      string `json:"source"`
+	Destination string `json:"destination"`
 	// Cause is the answer's status code ("500"), "timeout",
 	// "connection", "rule" or "circuit open".
 	Cause string `json:"cause"`

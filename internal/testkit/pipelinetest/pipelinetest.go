@@ -113,6 +113,9 @@ type Pipeline struct {
 	Routes  jobs.Routes
 }
 
+// DefaultVerify is the default Stripe source's verification (Secret).
+func DefaultVerify() verify.Config { return verify.Config{Scheme: "stripe", Secrets: []string{Secret}} }
+
 // Start starts a pipeline; everything stops at test cleanup.
 func Start(t testing.TB, opts Options) *Pipeline {
 	t.Helper()
@@ -135,7 +138,7 @@ func Start(t testing.TB, opts Options) *Pipeline {
 	if log == nil {
 		log = logtest.New(t, slog.LevelInfo)
 	}
-	defaultVerify := verify.Config{Scheme: "stripe", Secrets: []string{Secret}}
+	defaultVerify := DefaultVerify()
 	specs := opts.Sources
 	if len(specs) == 0 {
 		specs = []SourceSpec{{Name: Source, Verify: defaultVerify, EventID: "json:id", Destinations: opts.Destinations}}
