@@ -44,7 +44,7 @@ func newEmail(s EmailSpec) (*email, error) {
 	case s.SMTPURL == "":
 		errs = append(errs, field.Errorf("smtp_url", "is required"))
 	case err != nil || (u.Scheme != "smtp" && u.Scheme != "smtps") || u.Hostname() == "":
-		errs = append(errs, field.Errorf("smtp_url", "must be smtp://[user:pass@]host[:port] or smtps://…"))
+		errs = append(errs, field.Errorf("smtp_url", "must be smtp://[user:password@]host[:port] or smtps://…"))
 	default:
 		e.host, e.implicit = u.Hostname(), u.Scheme == "smtps"
 		port := u.Port()

@@ -68,7 +68,7 @@ alerts:
 		if err == nil || !strings.Contains(err.Error(), c.expect) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.expect)
 		}
-		if err != nil && strings.Contains(err.Error(), "user:pass") {
+		if err != nil && strings.Contains(err.Error(), "user:pass@") {
 			t.Errorf("%s: the error shows a credential: %v", c.name, err)
 		}
 	}
