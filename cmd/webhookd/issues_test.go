@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/webhookd/webhookd/alerts"
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/admin"
 	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
@@ -131,7 +133,9 @@ func sendIssueEvents(t *testing.T, p *pipelinetest.Pipeline, prefix string, n in
 // failingFor, then 200, behind two workers on one Postgres and Redis.
 // Exactly one issue opens (stripe, billing, "500"); its count is the
 // number of 500s the destination answered and its events are the events
-// that got one; ten successes in a row after recovery close it. Resolving
+// that got one; ten successes in a row after recovery close it. A
+// Slack-style server, a Standard Webhooks receiver and a real SMTP server
+// each get exactly one open and one close message. Resolving
 // it with a dry run lists exactly the affected events whose run is not
 // done (their 5 attempts all failed, less three replayed by hand); the
 // real resolve replays those and no others, and records who and why.
@@ -140,10 +144,12 @@ func TestIssueOpensOnceAndClosesAfterRecovery(t *testing.T) {
 	dest := &flakySink{recoverAt: time.Now().Add(failingFor), calls: map[string][]int{}}
 	ds := httptest.NewServer(dest)
 	t.Cleanup(ds.Close)
+	sinks := newAlertSinks(t)
 	off := 0
 	opts := pipelinetest.Options{
 		AdminTokens: []string{issuesToken},
 		MaxAttempts: 5,
+		Alerts:      alerts.NotifierConfig{Channels: sinks.channels(t), PublicURL: "https://webhookd.example.com/", Poll: 500 * time.Millisecond},
 		// The circuit stays shut: its holds would open a second issue
 		// (cause "circuit open") and spread the attempts past the window.
 		Sources: []pipelinetest.SourceSpec{{
@@ -206,6 +212,46 @@ func TestIssueOpensOnceAndClosesAfterRecovery(t *testing.T) {
 	if !issue.FirstSeen.Before(issue.LastSeen) || issue.EndedAt == nil {
 		t.Fatalf("issue times: %+v", issue)
 	}
+	// Each channel got one message when it opened and one when it
+	// closed, from one of the two processes; the webhook's signature
+	// verified.
+	pipelinetest.Eventually(t, 10*time.Second, "the open and close messages", func() bool {
+		s, w, m := sinks.counts()
+		return s >= 2 && w >= 2 && m >= 2
+	})
+	checkAlerts := func() {
+		t.Helper()
+		sinks.mu.Lock()
+		defer sinks.mu.Unlock()
+		pageURL := fmt.Sprintf("https://webhookd.example.com/admin/view/issues/%d", issue.ID)
+		if len(sinks.webhooks) != 2 || sinks.badSigs != 0 {
+			t.Fatalf("webhook got %d messages (%d badly signed), want 2", len(sinks.webhooks), sinks.badSigs)
+		}
+		for i, typ := range []string{"issue.opened", "issue.closed"} {
+			m := sinks.webhooks[i]
+			if m.Type != typ || m.URL != pageURL || m.Issue.ID != issue.ID || m.Issue.Cause != "500" || m.Issue.Destination != "billing" {
+				t.Errorf("webhook message %d = %+v, want %s linking %s", i, m, typ, pageURL)
+			}
+		}
+		if m := sinks.webhooks[1]; m.Issue.State != dedupe.IssueClosed || m.Issue.Count != issue.Count {
+			t.Errorf("the close message's issue = %+v", m.Issue)
+		}
+		if len(sinks.slack) != 2 || !strings.Contains(sinks.slack[0], "opened") || !strings.Contains(sinks.slack[1], "closed") ||
+			!strings.Contains(sinks.slack[0], pageURL) {
+			t.Errorf("slack got %q", sinks.slack)
+		}
+		if len(sinks.mails) != 2 {
+			t.Fatalf("smtp got %d mails, want 2", len(sinks.mails))
+		}
+		for i, what := range []string{"opened", "closed"} {
+			m := sinks.mails[i]
+			if m.from != "webhookd@example.com" || !slices.Equal(m.to, []string{"oncall@example.com"}) ||
+				!strings.Contains(m.data, "Subject: ") || !strings.Contains(m.data, what) || !strings.Contains(m.data, pageURL) {
+				t.Errorf("mail %d = %+v", i, m)
+			}
+		}
+	}
+	checkAlerts()
 
 	// Three affected events replayed by hand are done: the resolve
 	// leaves them out.
@@ -272,6 +318,8 @@ func TestIssueOpensOnceAndClosesAfterRecovery(t *testing.T) {
 	if stored.State != dedupe.IssueResolved || stored.ResolvedBy != "oncall@example.com" {
 		t.Fatalf("stored issue = %+v", stored)
 	}
+	// Resolving a closed issue sends nothing more.
+	checkAlerts()
 }
 
 // issueEventIDs returns the events' ids, sorted.

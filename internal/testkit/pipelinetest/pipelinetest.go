@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd"
+	"github.com/webhookd/webhookd/alerts"
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/gateway/verify"
@@ -87,6 +88,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Issues tunes the worker's issues (webhookd.Config.Issues).
 	Issues jobs.IssuesConfig
+	// Alerts, with channels, sends messages about issues
+	// (webhookd.Config.Alerts).
+	Alerts alerts.NotifierConfig
 	// Schema and Redis reuse existing ones (a second replica).
 	Schema *pgtest.Schema
 	Redis  *redistest.DB
@@ -195,6 +199,7 @@ func Start(t testing.TB, opts Options) *Pipeline {
 		Recovery:     jobs.ReconcilerConfig{Interval: 200 * time.Millisecond, MinAge: opts.RecoveryMinAge},
 		Admin:        webhookd.AdminConfig{Tokens: opts.AdminTokens, ReadOnlyTokens: opts.AdminReadOnlyTokens},
 		Issues:       opts.Issues,
+		Alerts:       opts.Alerts,
 	}, log)
 	if err != nil {
 		t.Fatalf("starting webhookd: %v", err)
