@@ -26,7 +26,7 @@ type alertSinks struct {
 	slackURL, webhookURL, smtpAddr string
 
 	mu       sync.Mutex
-	slack    []string        // texts
+	slack    []string         // texts
 	webhooks []alerts.Message // verified messages
 	badSigs  int
 	mails    []mail
