@@ -276,6 +276,7 @@ func TestIssueOpensOnceAndClosesAfterRecovery(t *testing.T) {
 	if ids := issueEventIDs(dry.Events); !slices.Equal(ids, wantReplayed) {
 		t.Fatalf("dry run lists %v, want the affected events not done %v", ids, wantReplayed)
 	}
+	checkIssuePages(t, a.URL, issue, wantReplayed)
 	before := dest.snapshot()
 	if dry.Issue.State != dedupe.IssueClosed {
 		t.Fatalf("a dry run changed the issue: %+v", dry.Issue)
@@ -355,6 +356,59 @@ func TestIssueAPIRefusesBadInput(t *testing.T) {
 	} {
 		if got := adminJSON(t, c.method, p.URL+c.path, c.body, nil); got != c.want {
 			t.Errorf("%s %s: %d, want %d", c.method, c.path, got, c.want)
+		}
+	}
+}
+
+// checkIssuePages: the issues page lists the issue, its page lists its
+// events, and the page's dry run lists exactly notDone.
+func checkIssuePages(t *testing.T, base string, issue dedupe.Issue, notDone []string) {
+	t.Helper()
+	page := func(method, path, form string) string {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(form))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+issuesToken)
+		req.Header.Set("Accept", "text/html")
+		if form != "" {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	list := page(http.MethodGet, "/admin/view/issues?state=closed", "")
+	if !strings.Contains(list, fmt.Sprintf(`href="/admin/view/issues/%d"`, issue.ID)) || !strings.Contains(list, ">billing<") {
+		t.Fatalf("issues page does not list issue %d:\n%s", issue.ID, list)
+	}
+	detail := page(http.MethodGet, fmt.Sprintf("/admin/view/issues/%d", issue.ID), "")
+	for _, id := range issue.Events {
+		if !strings.Contains(detail, ">"+id+"<") {
+			t.Fatalf("issue page lacks event %s", id)
+		}
+	}
+	dry := page(http.MethodPost, fmt.Sprintf("/admin/view/issues/%d/resolve", issue.ID), "replay=1&dry_run=1&reason=look")
+	start := strings.Index(dry, `<ul id="not-done">`)
+	end := strings.Index(dry[start:], "</ul>")
+	if start < 0 || end < 0 {
+		t.Fatalf("dry run page has no list:\n%s", dry)
+	}
+	listed := strings.Count(dry[start:start+end], "<li>")
+	if listed != len(notDone) {
+		t.Fatalf("the page's dry run lists %d events, want %d", listed, len(notDone))
+	}
+	for _, id := range notDone {
+		if !strings.Contains(dry[start:start+end], ">"+id+"<") {
+			t.Fatalf("the page's dry run lacks %s", id)
 		}
 	}
 }

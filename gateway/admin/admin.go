@@ -258,6 +258,9 @@ func (a *Admin) Mount(e *echo.Echo) {
 		g.GET("/issues", a.listIssues)
 		g.GET("/issues/:id", a.getIssue)
 		g.POST("/issues/:id/resolve", a.resolveIssue)
+		g.GET("/view/issues", a.browseIssues)
+		g.GET("/view/issues/:id", a.browseIssue)
+		g.POST("/view/issues/:id/resolve", a.browseResolve)
 	}
 	if a.cfg.Dashboard != nil {
 		g.GET("/queues", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/admin/queues/") })

@@ -97,11 +97,7 @@ type ResolveJSON struct {
 	Failed int `json:"failed,omitempty"`
 }
 
-// resolveIssue handles POST /admin/issues/:id/resolve: with dry_run it
-// lists the affected events not done; otherwise it replays exactly
-// those (with replay) to the issue's destination and marks the issue
-// resolved, recording who and why (an issue resolved before keeps its
-// first resolution).
+// resolveIssue handles POST /admin/issues/:id/resolve (resolve).
 func (a *Admin) resolveIssue(c echo.Context) error {
 	id, err := issueID(c)
 	if err != nil {
@@ -113,20 +109,32 @@ func (a *Admin) resolveIssue(c echo.Context) error {
 	}); err != nil {
 		return bindError("resolve", err)
 	}
+	out, err := a.resolve(c.Request().Context(), a.requestLog(c), id, in)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// resolve checks in at the edge and resolves issue id: with DryRun it
+// only lists the affected events not done; otherwise it replays exactly
+// those (with Replay) to the issue's destination and marks the issue
+// resolved, recording who and why (an issue resolved before keeps its
+// first resolution). Its errors are echo errors with their status.
+func (a *Admin) resolve(ctx context.Context, log *slog.Logger, id int64, in resolveInput) (ResolveJSON, error) {
 	if in.By == "" {
 		in.By = "admin"
 	}
 	if err := checkText(textInput{"by", in.By, maxNoteBytes}, textInput{"reason", in.Reason, maxNoteBytes}); err != nil {
-		return httpError(err)
+		return ResolveJSON{}, httpError(err)
 	}
-	ctx := c.Request().Context()
-	log := a.requestLog(c).With(slog.Int64("issue", id), slog.String("by", in.By), slog.String("reason", in.Reason))
+	log = log.With(slog.Int64("issue", id), slog.String("by", in.By), slog.String("reason", in.Reason))
 	issue, events, err := a.cfg.Issues.IssueEventsNotDone(ctx, id)
 	if errors.Is(err, dedupe.ErrNotFound) {
-		return echo.NewHTTPError(http.StatusNotFound, "issue not found")
+		return ResolveJSON{}, echo.NewHTTPError(http.StatusNotFound, "issue not found")
 	}
 	if err != nil {
-		return httpError(err)
+		return ResolveJSON{}, httpError(err)
 	}
 	out := ResolveJSON{DryRun: in.DryRun, Issue: issue, Events: events}
 	if out.Events == nil {
@@ -134,7 +142,7 @@ func (a *Admin) resolveIssue(c echo.Context) error {
 	}
 	if in.DryRun {
 		log.InfoContext(ctx, "issue resolve (dry run)", slog.Int("not_done", len(events)))
-		return c.JSON(http.StatusOK, out)
+		return out, nil
 	}
 	if in.Replay {
 		for _, ev := range events {
@@ -153,10 +161,81 @@ func (a *Admin) resolveIssue(c echo.Context) error {
 	case errors.Is(err, dedupe.ErrIssueEnded):
 		// Resolved before: its first resolution stands.
 	case err != nil:
-		return httpError(err)
+		return ResolveJSON{}, httpError(err)
 	}
 	out.Issue = resolved
 	log.InfoContext(ctx, "issue resolved", slog.Bool("replay", in.Replay), slog.Int("not_done", len(events)),
 		slog.Int("failed", out.Failed), slog.String("state", resolved.State))
-	return c.JSON(http.StatusOK, out)
+	return out, nil
+}
+
+// issuesPage is the page of issues.
+type issuesPage struct {
+	viewer
+	Issues []dedupe.Issue
+	State  string
+}
+
+// browseIssues handles GET /admin/view/issues[?state=…].
+func (a *Admin) browseIssues(c echo.Context) error {
+	state := c.QueryParam("state")
+	switch state {
+	case "", dedupe.IssueOpen, dedupe.IssueClosed, dedupe.IssueResolved:
+	default:
+		return echo.NewHTTPError(http.StatusBadRequest, "state must be open, closed or resolved")
+	}
+	issues, err := a.cfg.Issues.ListIssues(c.Request().Context(), dedupe.IssueFilter{State: state})
+	if err != nil {
+		return httpError(err)
+	}
+	return a.render(c, http.StatusOK, "issues", &issuesPage{Issues: issues, State: state})
+}
+
+// issuePage is one issue's page, with a resolve's result when one was
+// asked for.
+type issuePage struct {
+	viewer
+	Issue    dedupe.Issue
+	Resolved *ResolveJSON
+}
+
+// browseIssue handles GET /admin/view/issues/:id.
+func (a *Admin) browseIssue(c echo.Context) error {
+	id, err := issueID(c)
+	if err != nil {
+		return err
+	}
+	issue, err := a.cfg.Issues.GetIssue(c.Request().Context(), id)
+	if errors.Is(err, dedupe.ErrNotFound) {
+		return echo.NewHTTPError(http.StatusNotFound, "issue not found")
+	}
+	if err != nil {
+		return httpError(err)
+	}
+	return a.render(c, http.StatusOK, "issue", &issuePage{Issue: issue})
+}
+
+// browseResolve handles the issue page's resolve form, POST
+// /admin/view/issues/:id/resolve (replay, dry_run and reason), and shows
+// the page with what it did.
+func (a *Admin) browseResolve(c echo.Context) error {
+	id, err := issueID(c)
+	if err != nil {
+		return err
+	}
+	r := c.Request()
+	if err := parseForm(r); err != nil {
+		return err
+	}
+	in := resolveInput{Replay: r.PostForm.Get("replay") != "", DryRun: r.PostForm.Get("dry_run") != "",
+		By: r.PostForm.Get("by"), Reason: r.PostForm.Get("reason")}
+	out, err := a.resolve(r.Context(), a.requestLog(c), id, in)
+	if err != nil {
+		return err
+	}
+	issue, err := a.cfg.Issues.GetIssue(r.Context(), id)
+	if err != nil {
+		return httpError(err)
+	}
+	return a.render(c, http.StatusOK, "issue", &issuePage{Issue: issue, Resolved: &out})
 }
