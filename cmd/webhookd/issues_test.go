@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway/admin"
 	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/proctest"
 	"github.com/webhookd/webhookd/jobs"
 )
 
@@ -277,6 +279,7 @@ func TestIssueOpensOnceAndClosesAfterRecovery(t *testing.T) {
 		t.Fatalf("dry run lists %v, want the affected events not done %v", ids, wantReplayed)
 	}
 	checkIssuePages(t, a.URL, issue, wantReplayed)
+	checkIssueCommands(t, a.URL, issue, wantReplayed)
 	before := dest.snapshot()
 	if dry.Issue.State != dedupe.IssueClosed {
 		t.Fatalf("a dry run changed the issue: %+v", dry.Issue)
@@ -410,5 +413,39 @@ func checkIssuePages(t *testing.T, base string, issue dedupe.Issue, notDone []st
 		if !strings.Contains(dry[start:start+end], ">"+id+"<") {
 			t.Fatalf("the page's dry run lacks %s", id)
 		}
+	}
+}
+
+// checkIssueCommands: webhookd issues list|show|resolve --dry-run, over
+// the admin API, print the issue, its events, and exactly notDone.
+func checkIssueCommands(t *testing.T, base string, issue dedupe.Issue, notDone []string) {
+	t.Helper()
+	bin := proctest.Binary(t)
+	cli := func(args ...string) string {
+		t.Helper()
+		out, err := operatorCommand(bin, base, issuesToken, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("webhookd %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	id := strconv.FormatInt(issue.ID, 10)
+	if out := cli("issues", "list", "--state", "closed"); !strings.Contains(out, "billing") || !strings.Contains(out, "1 issues shown") {
+		t.Fatalf("issues list:\n%s", out)
+	}
+	if out := cli("issues", "show", id); strings.Count(out, "evt_") != len(issue.Events) || !strings.Contains(out, "failing with 500") {
+		t.Fatalf("issues show:\n%s", out)
+	}
+	out := cli("issues", "resolve", id, "--replay", "--dry-run", "--reason", "look")
+	if !strings.Contains(out, fmt.Sprintf("dry run: %d affected events not done", len(notDone))) || strings.Count(out, "evt_") != len(notDone) {
+		t.Fatalf("issues resolve --dry-run:\n%s", out)
+	}
+	for _, e := range notDone {
+		if !strings.Contains(out, e) {
+			t.Fatalf("issues resolve --dry-run lacks %s:\n%s", e, out)
+		}
+	}
+	if out, err := operatorCommand(bin, base, issuesToken, "issues", "show", "x").CombinedOutput(); err == nil || !strings.Contains(string(out), "positive integer") {
+		t.Fatalf("issues show x: %v\n%s", err, out)
 	}
 }
