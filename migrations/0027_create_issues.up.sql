@@ -28,6 +28,7 @@ CREATE TABLE issues (
 );
 CREATE UNIQUE INDEX issues_open_idx ON issues (source, destination, cause) WHERE state = 'open';
 CREATE INDEX issues_last_seen_idx ON issues (last_seen DESC);
+CREATE INDEX issues_ended_at_idx ON issues (ended_at) WHERE state <> 'open';
 
 -- The events an issue affected, once each, at most 10,000 per issue (the
 -- upsert stops adding past that; the issue says so).
