@@ -32,8 +32,12 @@ type email struct {
 	host     string
 	implicit bool // smtps: TLS from the start
 	auth     smtp.Auth
-	from     string
-	to       []string
+	// from and to are the header's addresses as configured; envelopeFrom
+	// and envelopeTo their bare addresses, for MAIL FROM and RCPT TO.
+	from         string
+	to           []string
+	envelopeFrom string
+	envelopeTo   []string
 }
 
 func newEmail(s EmailSpec) (*email, error) {
@@ -60,15 +64,19 @@ func newEmail(s EmailSpec) (*email, error) {
 			e.auth = smtp.PlainAuth("", u.User.Username(), pass, e.host)
 		}
 	}
-	if _, err := mail.ParseAddress(s.From); err != nil {
+	if a, err := mail.ParseAddress(s.From); err != nil {
 		errs = append(errs, field.Errorf("from", "must be an email address"))
+	} else {
+		e.envelopeFrom = a.Address
 	}
 	if len(s.To) == 0 {
 		errs = append(errs, field.Errorf("to", "name at least one address"))
 	}
 	for i, to := range s.To {
-		if _, err := mail.ParseAddress(to); err != nil {
+		if a, err := mail.ParseAddress(to); err != nil {
 			errs = append(errs, field.Errorf(field.Index("to", i), "must be an email address"))
+		} else {
+			e.envelopeTo = append(e.envelopeTo, a.Address)
 		}
 	}
 	if len(errs) > 0 {
@@ -112,10 +120,10 @@ func (e *email) Send(ctx context.Context, m Message) error {
 			return fmt.Errorf("error signing in to the SMTP server: %w", err)
 		}
 	}
-	if err := c.Mail(e.from); err != nil {
+	if err := c.Mail(e.envelopeFrom); err != nil {
 		return fmt.Errorf("error sending MAIL FROM: %w", err)
 	}
-	for _, to := range e.to {
+	for _, to := range e.envelopeTo {
 		if err := c.Rcpt(to); err != nil {
 			return fmt.Errorf("error sending RCPT TO: %w", err)
 		}

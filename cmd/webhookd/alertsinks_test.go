@@ -96,7 +96,7 @@ func (s *alertSinks) channels(t *testing.T) []alerts.Channel {
 	chs, err := alerts.NewChannels(alerts.Spec{Channels: []alerts.ChannelSpec{
 		{Slack: &alerts.SlackSpec{WebhookURL: s.slackURL}},
 		{Webhook: &alerts.WebhookSpec{URL: s.webhookURL, SigningSecret: alertWebhookSecret}},
-		{Email: &alerts.EmailSpec{SMTPURL: "smtp://" + s.smtpAddr, From: "webhookd@example.com", To: []string{"oncall@example.com"}}},
+		{Email: &alerts.EmailSpec{SMTPURL: "smtp://" + s.smtpAddr, From: "webhookd <webhookd@example.com>", To: []string{"On call <oncall@example.com>"}}},
 	}})
 	if err != nil {
 		t.Fatal(err)
