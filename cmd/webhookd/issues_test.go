@@ -337,13 +337,15 @@ func issueEventIDs(evs []dedupe.IssueEvent) []string {
 }
 
 // TestIssueAPIRefusesBadInput: the issue routes answer a clear 4xx to a
-// bad id, an unknown issue, a bad state filter or a body that is not
-// JSON, and a read-only token may list but not resolve.
+// bad id, an unknown issue, a bad state filter or a body of the wrong
+// shape, and a read-only token may list but not resolve.
 func TestIssueAPIRefusesBadInput(t *testing.T) {
 	t.Parallel()
 	ds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	t.Cleanup(ds.Close)
-	p := pipelinetest.Start(t, pipelinetest.Options{Destinations: map[string]string{"billing": ds.URL}, AdminTokens: []string{issuesToken}})
+	const readOnly = "issues-read-only-token-0123456789"
+	p := pipelinetest.Start(t, pipelinetest.Options{Destinations: map[string]string{"billing": ds.URL}, AdminTokens: []string{issuesToken},
+		AdminReadOnlyTokens: []string{readOnly}})
 	for _, c := range []struct {
 		method, path string
 		body         any
@@ -359,6 +361,23 @@ func TestIssueAPIRefusesBadInput(t *testing.T) {
 	} {
 		if got := adminJSON(t, c.method, p.URL+c.path, c.body, nil); got != c.want {
 			t.Errorf("%s %s: %d, want %d", c.method, c.path, got, c.want)
+		}
+	}
+	for method, want := range map[string]int{http.MethodGet: http.StatusOK, http.MethodPost: http.StatusForbidden} {
+		path := "/admin/issues"
+		if method == http.MethodPost {
+			path = "/admin/issues/1/resolve"
+		}
+		req, _ := http.NewRequest(method, p.URL+path, strings.NewReader(`{"dry_run":true}`))
+		req.Header.Set("Authorization", "Bearer "+readOnly)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("read-only %s %s: %d, want %d", method, path, resp.StatusCode, want)
 		}
 	}
 }
