@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,10 +26,23 @@ import (
 // issuesToken is the admin token of the issue tests.
 const issuesToken = "issues-admin-token-0123456789"
 
-// failingFor is how long the issue test's destination answers 500 before
-// it recovers. SPEC's example says 2 minutes; 20 s keeps the suite short
-// and still spans several retries of every event (backoff 100ms-1s).
-const failingFor = 20 * time.Second
+// issueFailingFor is how long the issue test's destination answers 500
+// before it recovers: 2 minutes, as issue 30 asks (the test runs in
+// parallel with the others, mostly waiting). WEBHOOKD_TEST_FAILING_FOR
+// shortens it for a quick run (20s still spans every event's five
+// attempts, backoff 100ms-1s).
+func issueFailingFor(t *testing.T) time.Duration {
+	t.Helper()
+	v := os.Getenv("WEBHOOKD_TEST_FAILING_FOR")
+	if v == "" {
+		return 2 * time.Minute
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 10*time.Second {
+		t.Fatalf("WEBHOOKD_TEST_FAILING_FOR=%q: want a duration of at least 10s", v)
+	}
+	return d
+}
 
 // flakySink answers 500 until recoverAt, then 200, and records every
 // call's answer by event id.
@@ -132,7 +146,7 @@ func sendIssueEvents(t *testing.T, p *pipelinetest.Pipeline, prefix string, n in
 }
 
 // TestIssueOpensOnceAndClosesAfterRecovery: a destination answers 500 for
-// failingFor, then 200, behind two workers on one Postgres and Redis.
+// 2 minutes (issueFailingFor), then 200, behind two workers on one Postgres and Redis.
 // Exactly one issue opens (stripe, billing, "500"); its count is the
 // number of 500s the destination answered and its events are the events
 // that got one; ten successes in a row after recovery close it. A
@@ -143,6 +157,7 @@ func sendIssueEvents(t *testing.T, p *pipelinetest.Pipeline, prefix string, n in
 // real resolve replays those and no others, and records who and why.
 func TestIssueOpensOnceAndClosesAfterRecovery(t *testing.T) {
 	t.Parallel()
+	failingFor := issueFailingFor(t)
 	dest := &flakySink{recoverAt: time.Now().Add(failingFor), calls: map[string][]int{}}
 	ds := httptest.NewServer(dest)
 	t.Cleanup(ds.Close)
