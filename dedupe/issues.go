@@ -160,10 +160,13 @@ func (s *Store) OpenIssueDestinations(ctx context.Context) ([]IssueDestination, 
 	return out, nil
 }
 
+// issueColumns are the columns scanIssue reads, the count of listed
+// events included.
 const issueColumns = `id, source, destination, cause, state, count, first_seen, last_seen, ended_at,
     COALESCE(resolved_by, ''), COALESCE(resolve_reason, ''),
     (SELECT count(*) FROM issue_events e WHERE e.issue_id = issues.id)`
 
+// scanIssue reads a row of issueColumns.
 func scanIssue(row pgx.Row) (Issue, error) {
 	var i Issue
 	err := row.Scan(&i.ID, &i.Source, &i.Destination, &i.Cause, &i.State, &i.Count, &i.FirstSeen, &i.LastSeen, &i.EndedAt,
