@@ -72,14 +72,17 @@ WITH issue AS (
     INSERT INTO issues (source, destination, cause) VALUES ($1, $2, $3)
     ON CONFLICT (source, destination, cause) WHERE state = 'open'
     DO UPDATE SET count = issues.count + 1, last_seen = now(), successes = 0
-    RETURNING id, (xmax = 0) AS opened
+    RETURNING id, count, (xmax = 0) AS opened
 ), others AS (
     UPDATE issues SET successes = 0
     WHERE source = $1 AND destination = $2 AND state = 'open' AND cause <> $3 AND successes > 0
 ), affected AS (
     INSERT INTO issue_events (issue_id, external_id)
     SELECT issue.id, $4 FROM issue
-    WHERE (SELECT count(*) FROM (SELECT 1 FROM issue_events e WHERE e.issue_id = issue.id LIMIT $5) kept) < $5
+    -- No more events than failures: the count of listed events is only
+    -- needed once the failures pass the bound.
+    WHERE issue.count <= $5
+       OR (SELECT count(*) FROM (SELECT 1 FROM issue_events e WHERE e.issue_id = issue.id LIMIT $5) kept) < $5
     ON CONFLICT DO NOTHING
 )
 SELECT id, opened FROM issue`
