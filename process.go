@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/webhookd/webhookd/alerts"
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/gateway/admin"
@@ -128,6 +129,12 @@ type Config struct {
 	// Maintenance tunes retention and the duplicate check; Retention,
 	// Logger and Metrics are set from the process.
 	Maintenance jobs.MaintenanceConfig
+	// Issues tunes the issues a worker opens and closes from delivery
+	// outcomes (issues:); Logger and Changed are set from the process.
+	Issues jobs.IssuesConfig
+	// Alerts sends messages about issues (alerts:) when it has channels;
+	// Registerer and Logger are set from the process.
+	Alerts alerts.NotifierConfig
 	// Load reads the configuration again for a reload (SIGHUP, POST
 	// /admin/reload); nil means the process cannot reload.
 	Load func(ctx context.Context) (Config, error)
@@ -307,6 +314,17 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		p.background.Go(func() { relay.Run(bg) })
 	}
 
+	// Every process with channels claims and sends messages about
+	// issues; Postgres gives each message to one of them.
+	notify := func() {}
+	if len(cfg.Alerts.Channels) > 0 {
+		alertsCfg := cfg.Alerts
+		alertsCfg.Registerer, alertsCfg.Logger = reg, log
+		notifier := alerts.NewNotifier(store, alertsCfg)
+		p.background.Go(func() { notifier.Run(bg) })
+		notify = notifier.Wake
+	}
+
 	metrics.RegisterDestinations(cfg.Sources.Routes)
 	destinations := jobs.NewDestinations(store, enqueuer, p.routes, jobs.DestinationsConfig{Logger: log, Metrics: metrics})
 	p.background.Go(func() { destinations.Run(bg) })
@@ -320,6 +338,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		// One claim and one outcome statement in flight, each carrying up
 		// to 128 runs (docs/performance.md).
 		p.runs = dedupe.NewRunBatcher(store, dedupe.BatcherConfig{MaxBatch: 128, MaxInFlight: 1})
+		issuesCfg := cfg.Issues
+		issuesCfg.Logger, issuesCfg.Changed = log, notify
+		issues := jobs.NewIssues(store, issuesCfg)
+		p.background.Go(func() { issues.Run(bg) })
 		handler := jobs.NewHandler(withRunFaults(p.runs, log), jobs.HandlerConfig{
 			HTTPClient:     &http.Client{Transport: jobs.NewTransport(cfg.AllowLinkLocalDestinations)},
 			Routes:         p.routes,
@@ -330,6 +352,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 			Metrics:        metrics,
 			Steering:       destinations.Steering(),
 			TracerProvider: cfg.TracerProvider,
+			Issues:         issues,
 		})
 		queues, err := shards.ServedQueues(p.redis)
 		if err != nil {
@@ -369,6 +392,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		Dashboard:               admin.NewDashboard(p.redis, !cfg.Admin.AllowQueueActions),
 		Destinations:            destinations,
 		TestEvents:              jobs.NewTestSender(p.routes, &http.Client{Transport: jobs.NewTransport(cfg.AllowLinkLocalDestinations)}, log),
+		Issues:                  store,
 		Logger:                  log,
 	}
 	if cfg.Admin.AllowQueueActions && len(cfg.Admin.ReadOnlyTokens) > 0 {

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/webhookd/webhookd"
+	"github.com/webhookd/webhookd/alerts"
 	"github.com/webhookd/webhookd/gateway/verify"
 	"github.com/webhookd/webhookd/internal/field"
 	"github.com/webhookd/webhookd/jobs"
@@ -56,6 +58,7 @@ const (
 	minRetention         = time.Hour
 	minRecoveryInterval  = 100 * time.Millisecond
 	maxWorkerConcurrency = 10_000
+	maxIssueCloseAfter   = 10_000
 	shortSecret          = 16
 	unwiseTolerance      = 15 * time.Minute
 )
@@ -83,6 +86,10 @@ type File struct {
 	Worker                     Worker        `yaml:"worker"`
 	// Rejected bounds the rejected requests kept.
 	Rejected Rejected `yaml:"rejected"`
+	// Issues tunes the issues opened from delivery outcomes.
+	Issues Issues `yaml:"issues"`
+	// Alerts says where messages about issues go.
+	Alerts alerts.Spec `yaml:"alerts"`
 	// Sources are the senders, each with its destinations.
 	Sources []webhookd.SourceSpec `yaml:"sources"`
 }
@@ -92,6 +99,13 @@ type File struct {
 type Rejected struct {
 	PerSourcePerMinute int           `yaml:"per_source_per_minute"`
 	Retention          time.Duration `yaml:"retention"`
+}
+
+// Issues tunes issues (the file's `issues:` block; jobs.IssuesConfig).
+type Issues struct {
+	// CloseAfter is how many successful calls in a row to a destination
+	// close its open issues. Defaults to jobs.DefaultIssueCloseAfter.
+	CloseAfter int `yaml:"close_after"`
 }
 
 // Worker tunes the worker side (the file's `worker:` block).
@@ -137,6 +151,10 @@ type Admin struct {
 	// set it when a TLS-terminating proxy serves webhookd, which sees
 	// plain HTTP and would not mark it otherwise.
 	SecureCookie bool `yaml:"secure_cookie"`
+	// PublicURL is the base URL people reach webhookd's admin at
+	// (https://webhookd.example.com); alerts link to issue pages under
+	// it.
+	PublicURL string `yaml:"public_url"`
 }
 
 // Config is a configuration loaded: the process it describes, ready for
@@ -208,6 +226,11 @@ func Parse(path string, raw []byte, lookup func(string) (string, bool)) (*Config
 	} else {
 		c.Process.Sources = sources
 	}
+	if channels, err := alerts.NewChannels(c.File.Alerts); err != nil {
+		p.addField(field.Prefix("alerts", err))
+	} else {
+		c.Process.Alerts.Channels = channels
+	}
 	if err := p.err(); err != nil {
 		return nil, err
 	}
@@ -220,6 +243,9 @@ func Parse(path string, raw []byte, lookup func(string) (string, bool)) (*Config
 // warnings are the file's values that work but are unwise.
 func (f *File) warnings() error {
 	var out []error
+	if len(f.Alerts.Channels) > 0 && f.Admin.PublicURL == "" {
+		out = append(out, field.Errorf("admin.public_url", "not set: alerts link to /admin/view/issues/<id> without a host"))
+	}
 	for i, s := range f.Sources {
 		v := s.Verify
 		if v.Tolerance > unwiseTolerance {
@@ -291,6 +317,8 @@ func (f *File) process() (webhookd.Config, slog.Level) {
 			RetentionInterval:      f.Worker.RetentionInterval,
 			DuplicateCheckInterval: f.Worker.DuplicateCheckInterval,
 		},
+		Issues: jobs.IssuesConfig{CloseAfter: f.Issues.CloseAfter},
+		Alerts: alerts.NotifierConfig{Renotify: f.Alerts.Renotify, PublicURL: f.Admin.PublicURL},
 	}.WithDefaults()
 	cfg.Admin.Hosts = ListenNames(cfg.Listen)
 	return cfg, level
@@ -353,6 +381,14 @@ func (f *File) validate(p webhookd.Config) error {
 	} {
 		if d.v < 0 {
 			add(d.key, "must not be negative")
+		}
+	}
+	if f.Issues.CloseAfter < 0 || f.Issues.CloseAfter > maxIssueCloseAfter {
+		add("issues.close_after", "must be between 1 and %d", maxIssueCloseAfter)
+	}
+	if u := f.Admin.PublicURL; u != "" {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			add("admin.public_url", "must be an absolute http:// or https:// URL")
 		}
 	}
 	if w.Concurrency < 0 || w.Concurrency > maxWorkerConcurrency {

@@ -264,3 +264,27 @@ func BenchmarkRecoveryQueries(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/40, "µs/batch")
 	})
 }
+
+// BenchmarkRecordIssueFailure measures what a failed outcome adds to a
+// delivery: the one upsert into its open issue, with a new affected event
+// each time (the bounded count of listed events grows to 10,000), on 8
+// connections at once, all into the same issue row.
+func BenchmarkRecordIssueFailure(b *testing.B) {
+	schema := pgtest.New(b)
+	store := dedupe.New(schema.Pool)
+	ctx := context.Background()
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(4) // 2 cores x 4 = 8 goroutines, the test pool's size
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := "evt_" + strconv.FormatInt(n.Add(1), 10)
+			if _, err := store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: "bench", Destination: "sink", Cause: "500", ExternalID: id}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "failures/s")
+}

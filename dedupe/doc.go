@@ -84,4 +84,17 @@
 // than one successful call in delivery_attempts, and [Store.UnknownCalls]
 // the calls of unknown outcome: possible duplicates that no stored
 // outcome shows.
+//
+// # Issues
+//
+// An issue groups a destination's failures by cause (issues.go): one open
+// row per (source, destination, cause) under a partial unique index, so
+// [Store.RecordIssueFailure], one upsert, adds to the open issue whatever
+// the number of workers, lists the event (issue_events, bounded) and
+// breaks the destination's run of successes; [Store.RecordIssueSuccess]
+// closes the destination's open issues at close_after successes in a
+// row. [Store.ClaimIssueNotices] hands each message about an issue
+// (opened, closed, reminder) to one process by a conditional UPDATE …
+// RETURNING. [Store.IssueEventsNotDone] lists what resolving replays and
+// [Store.ResolveIssue] records who resolved it and why.
 package dedupe

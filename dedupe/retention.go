@@ -48,16 +48,16 @@ type RetentionResult struct {
 	Ran bool
 	// Cutoff is the database time before which rows were deleted.
 	Cutoff time.Time
-	// Events, Runs, Attempts, Digests and MaintenanceRuns count deleted
-	// rows per table.
-	Events, Runs, Attempts, Digests, MaintenanceRuns int64
+	// Events, Runs, Attempts, Digests, MaintenanceRuns and Issues count
+	// deleted rows per table (an issue's events go with it).
+	Events, Runs, Attempts, Digests, MaintenanceRuns, Issues int64
 	// Batches counts the delete statements run.
 	Batches int
 }
 
 // Total returns the rows deleted from all tables.
 func (r RetentionResult) Total() int64 {
-	return r.Events + r.Runs + r.Attempts + r.Digests + r.MaintenanceRuns
+	return r.Events + r.Runs + r.Attempts + r.Digests + r.MaintenanceRuns + r.Issues
 }
 
 // Each retention statement deletes at most $2 rows older than $1, chosen
@@ -112,10 +112,18 @@ DELETE FROM maintenance_runs WHERE id IN (
     WHERE m.finished_at < $1
       AND m.id <> (SELECT max(id) FROM maintenance_runs l WHERE l.kind = m.kind AND l.error IS NULL)
     ORDER BY m.finished_at LIMIT $2 FOR UPDATE SKIP LOCKED)`
+
+	// Issues that closed or were resolved before the cutoff, with their
+	// events (ON DELETE CASCADE); an open issue stays however old.
+	retainIssuesSQL = `
+DELETE FROM issues WHERE id IN (
+    SELECT id FROM issues WHERE state <> 'open' AND ended_at < $1
+    ORDER BY ended_at LIMIT $2 FOR UPDATE SKIP LOCKED)`
 )
 
 // RunRetention deletes events, job runs, logged calls, signed content
-// digests and old maintenance records older than opts.Retention, in batches of at most opts.BatchSize
+// digests, old maintenance records and ended issues older than
+// opts.Retention, in batches of at most opts.BatchSize
 // rows, each batch its own short transaction; it loops over a table until
 // a batch comes back short. Entity versions are kept: they are what keeps
 // a late, older event from being forwarded.
@@ -185,6 +193,7 @@ func (s *Store) retain(ctx context.Context, conn *pgxpool.Conn, opts RetentionOp
 		{"events", retainEventsSQL, &res.Events},
 		{"event_digests", retainDigestsSQL, &res.Digests},
 		{"maintenance_runs", retainMaintenanceSQL, &res.MaintenanceRuns},
+		{"issues", retainIssuesSQL, &res.Issues},
 	} {
 		for {
 			if err := ctx.Err(); err != nil {

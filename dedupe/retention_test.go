@@ -2,6 +2,7 @@ package dedupe_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -94,6 +95,30 @@ func TestRetention(t *testing.T) {
 		}
 		if n := b.schema.Int(t, `SELECT count(*) FROM maintenance_runs WHERE kind = 'retention'`); n != 2 {
 			t.Fatalf("%d recorded runs, want 2", n)
+		}
+	})
+
+	t.Run("EndedIssuesGoOpenOnesStay", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := testCtx(t)
+		for i, d := range []string{"ended_old", "ended_new", "open_old"} {
+			if _, err := b.store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: "src", Destination: d, Cause: "500", ExternalID: fmt.Sprint("evt_", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.exec(t, `UPDATE issues SET state = 'closed', ended_at = now() WHERE destination LIKE 'ended%'`)
+		b.exec(t, `UPDATE issues SET first_seen = now() - interval '40 days', last_seen = now() - interval '40 days' WHERE destination LIKE '%old'`)
+		b.exec(t, `UPDATE issues SET ended_at = now() - interval '40 days' WHERE destination = 'ended_old'`)
+		res, err := b.store.RunRetention(ctx, dedupe.RetentionOptions{Retention: 30 * 24 * time.Hour})
+		if err != nil || res.Issues != 1 {
+			t.Fatalf("result %+v, %v; want 1 issue deleted", res, err)
+		}
+		if n := b.schema.Int(t, `SELECT count(*) FROM issues WHERE destination IN ('ended_new', 'open_old')`); n != 2 {
+			t.Fatalf("%d of the recent and the open issue left, want 2", n)
+		}
+		if n := b.schema.Int(t, `SELECT count(*) FROM issue_events`); n != 2 {
+			t.Fatalf("%d issue events left, want the 2 kept issues'", n)
 		}
 	})
 

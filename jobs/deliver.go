@@ -54,6 +54,10 @@ type callResult struct {
 	// sentBody is the start of a transformed body that was sent, kept
 	// with the call; nil when the event's own payload was.
 	sentBody []byte
+	// cause, when set, names a failure that is no call's answer (a rule
+	// that failed, an open circuit) for the destination's issues
+	// (issueCause).
+	cause string
 }
 
 // storedResult is the JSON shape of job_runs.result.

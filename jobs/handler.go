@@ -52,6 +52,9 @@ type HandlerConfig struct {
 	// TracerProvider, when set, puts each claimed run's work in its
 	// event's trace (tracing.go); nil turns tracing off.
 	TracerProvider trace.TracerProvider
+	// Issues, when set, counts each outcome toward its destination's
+	// issues (issues.go).
+	Issues *Issues
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -108,34 +111,40 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 // what to do next: nil when the key is settled, a *RetryError to come
 // back later, or an error wrapping asynq.SkipRetry when only a replay can
 // reopen the run. How it ended is counted once, here
-// (webhookd_job_outcomes_total).
+// (webhookd_job_outcomes_total), and so is what it says about the
+// destination's issues.
 func (h *Handler) Deliver(ctx context.Context, p DeliverPayload) error {
-	outcome, err := h.deliver(ctx, p)
+	outcome, res, err := h.deliver(ctx, p)
 	if outcome != "" {
 		h.cfg.Metrics.outcome(p.Source, p.Destination, outcome)
 	}
+	h.cfg.Issues.observe(ctx, loggerFrom(ctx, h.cfg.Logger), p, res)
 	return err
 }
 
-// deliver does Deliver's work and returns the outcome to count: "" when
-// the task was held before its claim (steering counts that).
-func (h *Handler) deliver(ctx context.Context, p DeliverPayload) (string, error) {
+// deliver does Deliver's work and returns the outcome to count ("" when
+// the task was held before its claim: steering counts that) and the
+// call's result (empty when nothing was called).
+func (h *Handler) deliver(ctx context.Context, p DeliverPayload) (string, callResult, error) {
 	log := loggerFrom(ctx, h.cfg.Logger)
 	dest, ok := h.cfg.Routes.Load()[p.Source][p.Destination]
 	if !ok {
 		log.ErrorContext(ctx, "no such destination in the configuration; dropping task")
-		return "unrouted", fmt.Errorf("destination %s/%s is not configured: %w", p.Source, p.Destination, asynq.SkipRetry)
+		return "unrouted", callResult{}, fmt.Errorf("destination %s/%s is not configured: %w", p.Source, p.Destination, asynq.SkipRetry)
 	}
 
 	adm, err := h.admit(ctx, log, p, dest)
 	if err != nil || adm.hold > 0 {
-		return "", err
+		if adm.reason == holdCircuitOpen {
+			return "", callResult{cause: CauseCircuitOpen}, err
+		}
+		return "", callResult{}, err
 	}
 	claimStart := h.claimStarted()
 	claim, outcome, settled, err := h.claim(ctx, log, p, dest)
 	if settled {
 		h.steered(ctx, log, p, dest, adm, callResult{})
-		return outcome, err
+		return outcome, callResult{}, err
 	}
 	ctx, span := h.startDeliver(ctx, p, claim, claimStart)
 	defer span.End()
@@ -172,7 +181,7 @@ func (h *Handler) deliver(ctx context.Context, p DeliverPayload) (string, error)
 	if release != nil {
 		release()
 	}
-	return outcome, err
+	return outcome, res, err
 }
 
 // claim claims p's key. When the key is not this worker's to call now

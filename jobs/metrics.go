@@ -297,6 +297,7 @@ func (m *Metrics) retentionDeleted(r dedupe.RetentionResult) {
 	}
 	for table, n := range map[string]int64{
 		"events": r.Events, "job_runs": r.Runs, "delivery_attempts": r.Attempts, "maintenance_runs": r.MaintenanceRuns,
+		"issues": r.Issues,
 	} {
 		if n > 0 {
 			m.retentionRows.WithLabelValues(table).Add(float64(n))

@@ -217,7 +217,7 @@ func ruled(dest Destination, req callRequest, ev dedupe.StoredEvent) (_ callRequ
 	case err != nil:
 		// Counted and logged as a rule error, not as the destination's
 		// refusal: the destination was not called.
-		return req, callResult{outcome: dedupe.OutcomePermanent, err: "rule error: " + err.Error(), label: "rule_error"}, false
+		return req, callResult{outcome: dedupe.OutcomePermanent, err: "rule error: " + err.Error(), label: "rule_error", cause: CauseRule}, false
 	case !res.Match:
 		return req, callResult{outcome: dedupe.OutcomeFiltered}, false
 	case res.Body != nil:

@@ -208,7 +208,8 @@ func TestSteeringRateAcrossWorkers(t *testing.T) {
 
 // TestSteeringCircuit: the destination fails 3 calls in a row; no call
 // reaches it for the 3s cooldown; then one probe, and once it answers
-// again every event ends done, none dead.
+// again every event ends done, none dead. The failures and the held calls
+// each opened an issue, which the successes closed.
 func TestSteeringCircuit(t *testing.T) {
 	t.Parallel()
 	bin := proctest.Binary(t)
@@ -227,7 +228,7 @@ func TestSteeringCircuit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg = proctest.WriteConfig(t, strings.Replace(string(yaml), "  concurrency: 8\n", "  concurrency: 1\n", 1))
+	cfg = proctest.WriteConfig(t, strings.Replace(string(yaml), "  concurrency: 8\n", "  concurrency: 1\n", 1)+"issues:\n  close_after: 5\n")
 	gw := proctest.StartWebhookd(t, "gateway", bin, "gateway", cfg)
 	w := proctest.StartWebhookd(t, "worker", bin, "worker", cfg)
 	ids := sendEvents(t, gw, "evt_circuit", 8)
@@ -252,6 +253,21 @@ func TestSteeringCircuit(t *testing.T) {
 	logs := w.Logs()
 	if !strings.Contains(logs, "circuit opened") || !strings.Contains(logs, "circuit closed") {
 		t.Errorf("the worker did not log the circuit opening and closing")
+	}
+	// Issues: the three 500s opened one, the calls the circuit held
+	// another ("circuit open"); the successes since (close_after: 5)
+	// closed both.
+	pipelinetest.Eventually(t, 10*time.Second, "both issues closed", func() bool {
+		return schema.Int(t, `SELECT count(*) FROM issues WHERE state = 'closed'`) == 2
+	})
+	if n := schema.Int(t, `SELECT count(*) FROM issues`); n != 2 {
+		t.Fatalf("%d issues, want the 500s' and the circuit's", n)
+	}
+	if n := schema.Int(t, `SELECT count FROM issues WHERE cause = '500'`); n != 3 {
+		t.Fatalf("the 500 issue counts %d failures, want 3", n)
+	}
+	if n := schema.Int(t, `SELECT count FROM issues WHERE cause = 'circuit open'`); n < 1 {
+		t.Fatalf("the circuit issue counts %d holds", n)
 	}
 }
 

@@ -98,6 +98,8 @@ type Config struct {
 	// TestEvents, when set, sends test events from a destination's page
 	// (POST /admin/destinations/:source/:name/test and the page's form).
 	TestEvents testEventSender
+	// Issues, when set, lists, shows and resolves issues (/admin/issues).
+	Issues issueStore
 	// BulkLimit is the most events one bulk replay call may act on, what
 	// ever the request asks. Defaults to 1000 (also the maximum); a request
 	// without a limit acts on at most 100.
@@ -262,6 +264,14 @@ func (a *Admin) Mount(e *echo.Echo) {
 		}
 		g.POST("/view/destinations/pause", a.browseSteer(true))
 		g.POST("/view/destinations/resume", a.browseSteer(false))
+	}
+	if a.cfg.Issues != nil {
+		g.GET("/issues", a.listIssues)
+		g.GET("/issues/:id", a.getIssue)
+		g.POST("/issues/:id/resolve", a.resolveIssue)
+		g.GET("/view/issues", a.browseIssues)
+		g.GET("/view/issues/:id", a.browseIssue)
+		g.POST("/view/issues/:id/resolve", a.browseResolve)
 	}
 	if a.cfg.Dashboard != nil {
 		g.GET("/queues", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/admin/queues/") })

@@ -67,7 +67,7 @@ func parsePages() map[string]*template.Template {
 		"replayURL":      func(source, id string) string { return replayFormURL(source, id, nil) },
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"list", "event", "bulk", "login", "destinations", "destination", "refused", "rejected"} {
+	for _, name := range []string{"list", "event", "bulk", "login", "destinations", "destination", "refused", "rejected", "issues", "issue"} {
 		t := template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 		pages[name] = t
 	}

@@ -119,6 +119,7 @@ func TestBrowserConsoleStaysHome(t *testing.T) {
 		{"/admin/events/stripe/evt_home", `#attempts`},
 		{"/admin/view/destinations", `main table`},
 		{"/admin/view/rejected", `main`},
+		{"/admin/view/issues", `main`},
 		{"/admin/view/bulk-replay?state=done", `main`},
 		{"/admin/view/destinations/stripe/" + destName, `#window-day`},
 	} {
@@ -148,7 +149,7 @@ func TestBrowserConsoleStaysHome(t *testing.T) {
 	// At 420 px no page is wider than the screen.
 	step(t, ctx, "narrowing the window", chromedp.EmulateViewport(420, 900))
 	for _, path := range []string{"/admin/events", "/admin/events/stripe/evt_home", "/admin/view/destinations",
-		"/admin/view/destinations/stripe/" + destName, "/admin/view/rejected"} {
+		"/admin/view/destinations/stripe/" + destName, "/admin/view/rejected", "/admin/view/issues"} {
 		step(t, ctx, "opening "+path+" at 420 px", chromedp.Navigate(b.srv.URL+path), chromedp.WaitVisible(chromedp.CSS(`main`)))
 		if w := evaluate(t, ctx, `String(document.documentElement.scrollWidth)`); w != "420" {
 			t.Errorf("%s at 420 px is %s px wide", path, w)

@@ -102,7 +102,7 @@ var (
 
 // dashboardNav is webhookd's navigation, put on the dashboard's page.
 const dashboardNav = `<nav id="webhookd-nav"><strong>webhookd</strong><a id="webhookd-events" href="/admin/events">Events</a>` +
-	`<a href="/admin/view/destinations">Destinations</a><a href="/admin/view/rejected">Rejected</a></nav>`
+	`<a href="/admin/view/destinations">Destinations</a><a href="/admin/view/rejected">Rejected</a><a href="/admin/view/issues">Issues</a></nav>`
 
 // nonceSlot stands for the page's style nonce in page.
 const nonceSlot = "{{nonce}}"

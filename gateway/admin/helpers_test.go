@@ -191,6 +191,7 @@ func setup(t *testing.T, o options) *bundle {
 		Dashboard:               admin.NewDashboard(p.Redis.Client, !o.allowQueueActions),
 		Destinations:            jobs.NewDestinations(p.Store, p.Enqueuer, p.Routes, jobs.DestinationsConfig{Logger: log}),
 		TestEvents:              jobs.NewTestSender(p.Routes, nil, log),
+		Issues:                  p.Store,
 		Logger:                  log,
 		BulkLimit:               50,
 		SecureCookie:            o.secureCookie,

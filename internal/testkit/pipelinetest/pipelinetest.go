@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd"
+	"github.com/webhookd/webhookd/alerts"
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/gateway/verify"
@@ -85,6 +86,11 @@ type Options struct {
 	OrderMode, OrderOnFailure string
 	// Logger receives the pipeline's logs. Defaults to the test's log.
 	Logger *slog.Logger
+	// Issues tunes the worker's issues (webhookd.Config.Issues).
+	Issues jobs.IssuesConfig
+	// Alerts, with channels, sends messages about issues
+	// (webhookd.Config.Alerts).
+	Alerts alerts.NotifierConfig
 	// Schema and Redis reuse existing ones (a second replica).
 	Schema *pgtest.Schema
 	Redis  *redistest.DB
@@ -111,6 +117,9 @@ type Pipeline struct {
 	Routes  jobs.Routes
 }
 
+// DefaultVerify is the default Stripe source's verification (Secret).
+func DefaultVerify() verify.Config { return verify.Config{Scheme: "stripe", Secrets: []string{Secret}} }
+
 // Start starts a pipeline; everything stops at test cleanup.
 func Start(t testing.TB, opts Options) *Pipeline {
 	t.Helper()
@@ -133,7 +142,7 @@ func Start(t testing.TB, opts Options) *Pipeline {
 	if log == nil {
 		log = logtest.New(t, slog.LevelInfo)
 	}
-	defaultVerify := verify.Config{Scheme: "stripe", Secrets: []string{Secret}}
+	defaultVerify := DefaultVerify()
 	specs := opts.Sources
 	if len(specs) == 0 {
 		specs = []SourceSpec{{Name: Source, Verify: defaultVerify, EventID: "json:id", Destinations: opts.Destinations}}
@@ -189,6 +198,8 @@ func Start(t testing.TB, opts Options) *Pipeline {
 		Worker:       webhookd.WorkerConfig{Concurrency: 16, Backoff: backoff, ShutdownTimeout: 5 * time.Second},
 		Recovery:     jobs.ReconcilerConfig{Interval: 200 * time.Millisecond, MinAge: opts.RecoveryMinAge},
 		Admin:        webhookd.AdminConfig{Tokens: opts.AdminTokens, ReadOnlyTokens: opts.AdminReadOnlyTokens},
+		Issues:       opts.Issues,
+		Alerts:       opts.Alerts,
 	}, log)
 	if err != nil {
 		t.Fatalf("starting webhookd: %v", err)

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS issue_events;
+DROP TABLE IF EXISTS issues;
