@@ -91,10 +91,21 @@ SELECT id, opened FROM issue`
 // the issue of (source, destination, cause) or adds to the open one (the
 // partial unique index makes concurrent workers share one row), lists the
 // event among its affected ones (up to MaxIssueEvents), and breaks the
-// success run of the destination's other open issues.
+// success run of the destination's other open issues. Two failures of
+// different causes just after a recovery lock each other's issue (the
+// success runs they break) and may deadlock; the one Postgres rolls back
+// is tried again, so no failure goes uncounted.
 func (s *Store) RecordIssueFailure(ctx context.Context, f IssueFailure) (IssueRecorded, error) {
-	var r IssueRecorded
-	err := s.pool.QueryRow(ctx, recordIssueFailureSQL, f.Source, f.Destination, f.Cause, f.ExternalID, MaxIssueEvents).Scan(&r.ID, &r.Opened)
+	var (
+		r   IssueRecorded
+		err error
+	)
+	for range 3 {
+		err = s.pool.QueryRow(ctx, recordIssueFailureSQL, f.Source, f.Destination, f.Cause, f.ExternalID, MaxIssueEvents).Scan(&r.ID, &r.Opened)
+		if !isTransient(err) {
+			break
+		}
+	}
 	if err != nil {
 		return r, fmt.Errorf("error recording issue failure: %w", err)
 	}
