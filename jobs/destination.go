@@ -75,6 +75,11 @@ type DestinationSpec struct {
 	Headers map[string]string `yaml:"headers"`
 	// Auth is an HTTP destination's credentials.
 	Auth *AuthSpec `yaml:"auth"`
+	// TLS is an HTTP destination's CA and client certificate.
+	TLS *TLSSpec `yaml:"tls"`
+	// Retry is the destination's own retry policy; nil keeps the global
+	// backoff and the default statuses.
+	Retry *RetrySpec `yaml:"retry"`
 	// SigningSecrets sign with each (Standard Webhooks: one v1 signature
 	// per secret) while the receiver rotates; beside SigningSecret.
 	SigningSecrets []string `yaml:"signing_secrets"`
@@ -142,8 +147,12 @@ type Destination struct {
 	// no cap.
 	Concurrency int
 	// Rate caps the calls per period, all workers together, with a burst
-	// of at most one second's worth; nil means no cap.
+	// of one: no period holds more than the rate and one; nil means no
+	// cap.
 	Rate *redis_rate.Limit
+	// Retry says when a failed call is tried again and which statuses
+	// are worth it.
+	Retry RetryPolicy
 	// Circuit stops calling the destination after a run of failed calls.
 	Circuit Circuit
 	// ForwardHeaders are the canonical names of the sender's headers the
@@ -299,6 +308,9 @@ func NewDestination(spec DestinationSpec, opts DestinationOptions) (Destination,
 	auth, err := newHTTPAuth(spec.Auth)
 	errs = append(errs, err)
 	d.Auth = auth
+	retry, err := newRetryPolicy(spec.Retry)
+	errs = append(errs, err)
+	d.Retry = retry
 	if secrets := signingSecrets(spec); len(secrets) > 0 {
 		s, err := verify.NewSigner(verify.Config{Scheme: verify.SchemeStandard, Secrets: secrets})
 		if err != nil {
@@ -312,18 +324,21 @@ func NewDestination(spec DestinationSpec, opts DestinationOptions) (Destination,
 // rateRE is a rate_limit: a positive count per second or minute.
 var rateRE = regexp.MustCompile(`^([1-9][0-9]{0,8})/(s|m)$`)
 
-// parseRate reads a rate_limit ("50/s", "600/m") as a limit whose burst
-// is at most one second's worth (SPEC).
+// parseRate reads a rate_limit ("50/s", "600/m") as a limit with a burst
+// of one: calls are spaced by period/N, so no window of one period holds
+// more than N + 1 of them (SPEC). A larger burst would let a full
+// period's worth through on top of the steady rate.
 func parseRate(v string) (redis_rate.Limit, error) {
 	m := rateRE.FindStringSubmatch(strings.TrimSpace(v))
 	if m == nil {
 		return redis_rate.Limit{}, fmt.Errorf("%q is not a rate: write N/s or N/m, e.g. 50/s", v)
 	}
 	n, _ := strconv.Atoi(m[1])
-	if m[2] == "s" {
-		return redis_rate.Limit{Rate: n, Period: time.Second, Burst: n}, nil
+	period := time.Second
+	if m[2] == "m" {
+		period = time.Minute
 	}
-	return redis_rate.Limit{Rate: n, Period: time.Minute, Burst: max(1, (n+59)/60)}, nil
+	return redis_rate.Limit{Rate: n, Period: period, Burst: 1}, nil
 }
 
 // signingSecrets are the secrets a destination's calls are signed with:
