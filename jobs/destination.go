@@ -146,9 +146,9 @@ type Destination struct {
 	// Concurrency caps the calls in flight, all workers together; 0 means
 	// no cap.
 	Concurrency int
-	// Rate caps the calls per period, all workers together, with a burst
-	// of one: no period holds more than the rate and one; nil means no
-	// cap.
+	// Rate caps the calls per period, all workers together: each call
+	// takes its own turn, one interval after the last (Steering), so no
+	// period holds more than the rate and one; nil means no cap.
 	Rate *redis_rate.Limit
 	// Retry says when a failed call is tried again and which statuses
 	// are worth it.
@@ -324,10 +324,9 @@ func NewDestination(spec DestinationSpec, opts DestinationOptions) (Destination,
 // rateRE is a rate_limit: a positive count per second or minute.
 var rateRE = regexp.MustCompile(`^([1-9][0-9]{0,8})/(s|m)$`)
 
-// parseRate reads a rate_limit ("50/s", "600/m") as a limit with a burst
-// of one: calls are spaced by period/N, so no window of one period holds
-// more than N + 1 of them (SPEC). A larger burst would let a full
-// period's worth through on top of the steady rate.
+// parseRate reads a rate_limit ("50/s", "600/m"): N calls per period,
+// spaced by period/N, so no window of one period holds more than N + 1
+// of them (SPEC); no burst on top of the steady rate.
 func parseRate(v string) (redis_rate.Limit, error) {
 	m := rateRE.FindStringSubmatch(strings.TrimSpace(v))
 	if m == nil {
