@@ -26,6 +26,7 @@ type kafkaKind struct {
 
 	mu     sync.Mutex
 	client *kgo.Client
+	closed bool
 }
 
 // kafkaScheme prefixes a Kafka destination's URL.
@@ -51,6 +52,9 @@ func newKafkaKind(rawURL, topic string) (*kafkaKind, error) {
 func (k *kafkaKind) producer() (*kgo.Client, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.closed {
+		return nil, errRetired
+	}
 	if k.client != nil {
 		return k.client, nil
 	}
@@ -61,6 +65,17 @@ func (k *kafkaKind) producer() (*kgo.Client, error) {
 	}
 	k.client = cl
 	return cl, nil
+}
+
+// close flushes nothing (every call waits for its record) and closes
+// the client.
+func (k *kafkaKind) close() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.closed = true
+	if k.client != nil {
+		k.client.Close()
+	}
 }
 
 // kafkaResult is a done run's stored result for a Kafka record.

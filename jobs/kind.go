@@ -19,7 +19,14 @@ import (
 // classifies its outcome as the destination call's table says.
 type kind interface {
 	call(ctx context.Context, client *http.Client, r callRequest) callResult
+	// close closes what the kind holds open (a broker's connection); a
+	// call after it fails.
+	close()
 }
+
+// errRetired is a call to a destination whose kind a reload or shutdown
+// closed: the call's task runs again under the routes now in force.
+var errRetired = errors.New("the destination was reloaded or the process is stopping")
 
 // newKind builds the kind spec's URL names, checking what it needs.
 func newKind(spec DestinationSpec, opts DestinationOptions) (kind, error) {
@@ -87,6 +94,13 @@ func (k httpKind) call(ctx context.Context, client *http.Client, r callRequest) 
 		client = k.client
 	}
 	return callDestination(ctx, client, r)
+}
+
+// close lets go of a tls: client's idle connections.
+func (k httpKind) close() {
+	if k.client != nil {
+		k.client.CloseIdleConnections()
+	}
 }
 
 // kindOf is d's kind; a Destination built without NewDestination (a
