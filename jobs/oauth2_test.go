@@ -14,6 +14,7 @@ import (
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/internal/testkit/logtest"
 	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/redistest"
 	"github.com/webhookd/webhookd/jobs"
 )
 
@@ -247,4 +248,39 @@ func TestOAuth2WrongSecret(t *testing.T) {
 		t.Errorf("no log line says why: %s", logs.String())
 	}
 	noCredential(t, b, logs)
+}
+
+// TestDestinationStatusHoldsNoCredential: what the admin API and page
+// show of a destination (Destinations.List) names no credential: not the
+// OAuth2 client secret or a token, not auth's values, not a password or
+// a token in the URL.
+func TestDestinationStatusHoldsNoCredential(t *testing.T) {
+	t.Parallel()
+	ts := newTokenServer(t, 3600)
+	b := setup(t, handlerOptions{})
+	routes := jobs.Routes{"src": {
+		"oauth":  buildDestination(t, jobs.DestinationSpec{Name: "oauth", URL: "https://u:url-secret-pw@127.0.0.1:1/h?token=url-secret-q", Auth: oauthSpec(ts, oauthClientSecret)}),
+		"bearer": buildDestination(t, jobs.DestinationSpec{Name: "bearer", URL: "https://127.0.0.1:1/", Auth: &jobs.AuthSpec{Bearer: "bearer-secret"}}),
+		"basic":  buildDestination(t, jobs.DestinationSpec{Name: "basic", URL: "https://127.0.0.1:1/", Auth: &jobs.AuthSpec{Basic: &jobs.BasicAuthSpec{User: "u", Password: "basic-secret"}}}),
+		"nats":   buildDestination(t, jobs.DestinationSpec{Name: "nats", URL: "nats://user:nats-secret@127.0.0.1:4222", Subject: "s"}),
+	}}
+	// The OAuth2 destination has fetched its token.
+	h := jobs.NewHandler(b.store, jobs.HandlerConfig{Routes: routes, Lease: time.Minute, Logger: b.logger})
+	b.record(t, "evt_1", `{}`)
+	_ = h.Deliver(testCtx(t), jobs.DeliverPayload{Source: "src", EventID: "evt_1", Destination: "oauth"})
+	if ts.fetched() != 1 {
+		t.Fatalf("the token was fetched %d times, want 1", ts.fetched())
+	}
+	r := redistest.New(t)
+	list, err := jobs.NewDestinations(b.store, jobs.NewEnqueuer(r.Client, r.Queue, routes), routes, jobs.DestinationsConfig{Logger: b.logger}).List(testCtx(t))
+	if err != nil || len(list) != 4 {
+		t.Fatalf("list: %v, %d destinations", err, len(list))
+	}
+	out, _ := json.Marshal(list)
+	shown := string(out) + fmt.Sprintf("%+v", list)
+	for _, s := range []string{oauthClientSecret, "tok-secret", "bearer-secret", "basic-secret", "url-secret", "nats-secret"} {
+		if strings.Contains(shown, s) {
+			t.Errorf("the destinations' status shows %q: %s", s, out)
+		}
+	}
 }
