@@ -1,12 +1,7 @@
 package jobs_test
 
 import (
-	"encoding/json"
-	"fmt"
 	"maps"
-	"net"
-	"net/http"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -16,97 +11,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/internal/testkit/natstest"
 	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 	"github.com/webhookd/webhookd/jobs"
 )
 
-// privateNATS is a nats-server with JetStream of the test's own, on free
-// loopback ports with a store in a temporary directory, that the test
-// stops and starts again (the shared one on 4222 is never touched).
-type privateNATS struct {
-	url, monitor string
-	args         []string
-	cmd          *exec.Cmd
-}
-
-func freePort(t *testing.T) int {
+// natsStream creates the stream "EVENTS" on "events.>" (2-minute
+// duplicate window) on srv and returns it.
+func natsStream(t *testing.T, srv *natstest.Server) jetstream.Stream {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-func newPrivateNATS(t *testing.T) *privateNATS {
-	t.Helper()
-	port, mport := freePort(t), freePort(t)
-	s := &privateNATS{
-		url: fmt.Sprintf("nats://127.0.0.1:%d", port), monitor: fmt.Sprintf("http://127.0.0.1:%d", mport),
-		args: []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port), "-m", fmt.Sprint(mport), "-js", "-sd", t.TempDir()},
-	}
-	s.start(t)
-	t.Cleanup(s.stop)
-	return s
-}
-
-// start runs the server and waits until it takes connections.
-func (s *privateNATS) start(t *testing.T) {
-	t.Helper()
-	s.cmd = exec.Command("nats-server", s.args...)
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("nats-server (the broker outage test starts its own): %v", err)
-	}
-	pipelinetest.Eventually(t, 10*time.Second, "nats-server up", func() bool {
-		resp, err := http.Get(s.monitor + "/healthz?js-enabled-only=true")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-}
-
-// stop ends the server (a broker gone: SIGKILL, no goodbye).
-func (s *privateNATS) stop() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
-		s.cmd = nil
-	}
-}
-
-// clients counts the connections named "webhookd" (the monitor's connz).
-func (s *privateNATS) clients(t *testing.T) int {
-	t.Helper()
-	resp, err := http.Get(s.monitor + "/connz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var connz struct {
-		Connections []struct {
-			Name string `json:"name"`
-		} `json:"connections"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&connz); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, c := range connz.Connections {
-		if c.Name == "webhookd" {
-			n++
-		}
-	}
-	return n
-}
-
-// stream creates the stream "EVENTS" on "events.>" (2-minute duplicate
-// window) and returns it.
-func (s *privateNATS) stream(t *testing.T) jetstream.Stream {
-	t.Helper()
-	nc, err := nats.Connect(s.url)
+	nc, err := nats.Connect(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,25 +42,25 @@ func (s *privateNATS) stream(t *testing.T) jetstream.Stream {
 // the restart is still dropped by JetStream's duplicate window.
 func TestNATSBrokerOutage(t *testing.T) {
 	t.Parallel()
-	srv := newPrivateNATS(t)
-	srv.stream(t)
-	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: srv.url, Subject: "events.{source}", Timeout: time.Second, MaxAttempts: 100}})
+	srv := natstest.New(t)
+	natsStream(t, srv)
+	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: srv.URL, Subject: "events.{source}", Timeout: time.Second, MaxAttempts: 100}})
 	q := b.startWorker(t)
 	b.enqueue(t, q, "evt_1")
 	pipelinetest.Eventually(t, 10*time.Second, "evt_1 done", func() bool { return b.status(t, "src:dst:evt_1") == dedupe.StatusDone })
 
-	srv.stop()
+	srv.Stop()
 	b.enqueue(t, q, "evt_2", "evt_3")
 	pipelinetest.Eventually(t, 20*time.Second, "failed attempts while the broker is gone", func() bool {
 		return b.schema.Int(t, `SELECT count(*) FROM job_runs WHERE key IN ('src:dst:evt_2', 'src:dst:evt_3')
 			AND status = 'failed' AND attempts >= 2 AND last_error LIKE 'nats: %'`) == 2
 	})
 
-	srv.start(t)
+	srv.Start(t)
 	pipelinetest.Eventually(t, 30*time.Second, "every run done once the broker is back", func() bool {
 		return b.schema.Int(t, `SELECT count(*) FROM job_runs WHERE status = 'done'`) == 3
 	})
-	st := srv.stream(t)
+	st := natsStream(t, srv)
 	info, err := st.Info(testCtx(t))
 	if err != nil || info.State.Msgs != 3 {
 		t.Fatalf("the stream holds %v messages (%v), want 3", info.State.Msgs, err)
@@ -172,10 +86,10 @@ func TestNATSBrokerOutage(t *testing.T) {
 // unchanged one keeps it; shutdown closes every one.
 func TestBrokerConnectionsRetired(t *testing.T) {
 	t.Parallel()
-	srv := newPrivateNATS(t)
-	srv.stream(t)
+	srv := natstest.New(t)
+	natsStream(t, srv)
 	spec := func(name, subject string) jobs.DestinationSpec {
-		return jobs.DestinationSpec{Name: name, URL: srv.url, Subject: subject}
+		return jobs.DestinationSpec{Name: name, URL: srv.URL, Subject: subject}
 	}
 	old := jobs.Routes{"src": {
 		"kept":    buildDestination(t, spec("kept", "events.kept")),
@@ -191,7 +105,7 @@ func TestBrokerConnectionsRetired(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
-	if n := srv.clients(t); n != 3 {
+	if n := srv.Clients(t, "webhookd"); n != 3 {
 		t.Fatalf("%d connections, want 3", n)
 	}
 	next := jobs.Routes{"src": {
@@ -203,16 +117,16 @@ func TestBrokerConnectionsRetired(t *testing.T) {
 		t.Fatalf("retired %q, want changed,removed", names)
 	}
 	retired.Close()
-	pipelinetest.Eventually(t, 5*time.Second, "the retired connections closed", func() bool { return srv.clients(t) == 1 })
+	pipelinetest.Eventually(t, 5*time.Second, "the retired connections closed", func() bool { return srv.Clients(t, "webhookd") == 1 })
 	// The kept destination calls on its old connection.
 	h = jobs.NewHandler(b.store, jobs.HandlerConfig{Routes: next, Lease: time.Minute, Logger: b.logger})
 	b.record(t, "evt_again", `{}`)
 	if err := h.Deliver(testCtx(t), jobs.DeliverPayload{Source: "src", EventID: "evt_again", Destination: "kept"}); err != nil || b.status(t, "src:kept:evt_again") != dedupe.StatusDone {
 		t.Fatalf("the kept destination after the reload: %v, %s", err, b.status(t, "src:kept:evt_again"))
 	}
-	if n := srv.clients(t); n != 1 {
+	if n := srv.Clients(t, "webhookd"); n != 1 {
 		t.Errorf("%d connections after the kept destination's call, want still 1", n)
 	}
 	next.Close()
-	pipelinetest.Eventually(t, 5*time.Second, "every connection closed at shutdown", func() bool { return srv.clients(t) == 0 })
+	pipelinetest.Eventually(t, 5*time.Second, "every connection closed at shutdown", func() bool { return srv.Clients(t, "webhookd") == 0 })
 }
