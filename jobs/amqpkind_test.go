@@ -21,7 +21,7 @@ import (
 const amqpURL = "amqp://guest:guest@127.0.0.1:5672/"
 
 // testQueue declares a queue of the test's own, deleted when it ends.
-func testQueue(t *testing.T) (*amqp.Channel, string) {
+func testQueue(t testing.TB) (*amqp.Channel, string) {
 	t.Helper()
 	conn, err := amqp.Dial(amqpURL)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 
 // natsStream creates the stream "EVENTS" on "events.>" (2-minute
 // duplicate window) on srv and returns it.
-func natsStream(t *testing.T, srv *natstest.Server) jetstream.Stream {
+func natsStream(t testing.TB, srv *natstest.Server) jetstream.Stream {
 	t.Helper()
 	nc, err := nats.Connect(srv.URL)
 	if err != nil {

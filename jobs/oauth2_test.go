@@ -104,7 +104,7 @@ func oauthBundle(t *testing.T, ts *tokenServer, secret string, maxAttempts int) 
 }
 
 // enqueue records and hands off events of source "src".
-func (b *bundle) enqueue(t *testing.T, q *queue, ids ...string) {
+func (b *bundle) enqueue(t testing.TB, q *queue, ids ...string) {
 	t.Helper()
 	var refs []dedupe.EventRef
 	for _, id := range ids {
