@@ -38,16 +38,25 @@ func (r Routes) DestinationNames(source string) ([]string, error) {
 
 // Handover carries into r, the routes a reload is about to put in
 // force, what each destination that same reports unchanged since old
-// holds open: its broker connection, tls: client and OAuth2 token. It
-// returns the destinations of old that r no longer uses, for Retire.
+// holds open: its broker connection and its OAuth2 token. An HTTP
+// destination takes its new kind, whose tls: files were read again (a
+// certificate renewed on disk comes into force with a reload). It
+// returns the kinds of old that r no longer uses, for Retire.
 func (r Routes) Handover(old Routes, same func(source, destination string) bool) Routes {
 	retired := Routes{}
 	for source, dests := range old {
 		for name, d := range dests {
 			if next, ok := r[source][name]; ok && same(source, name) {
-				next.kind, next.Auth = d.kind, d.Auth
+				next.Auth = d.Auth
+				_, isHTTP := d.kind.(httpKind)
+				keep := d.kind != nil && !isHTTP
+				if keep {
+					next.kind = d.kind
+				}
 				r[source][name] = next
-				continue
+				if keep {
+					continue
+				}
 			}
 			if retired[source] == nil {
 				retired[source] = map[string]Destination{}
