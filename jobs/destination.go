@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/webhookd/webhookd/gateway/verify"
@@ -149,7 +148,7 @@ type Destination struct {
 	// Rate caps the calls per period, all workers together: each call
 	// takes its own turn, one interval after the last (Steering), so no
 	// period holds more than the rate and one; nil means no cap.
-	Rate *redis_rate.Limit
+	Rate *Rate
 	// Retry says when a failed call is tried again and which statuses
 	// are worth it.
 	Retry RetryPolicy
@@ -324,21 +323,37 @@ func NewDestination(spec DestinationSpec, opts DestinationOptions) (Destination,
 // rateRE is a rate_limit: a positive count per second or minute.
 var rateRE = regexp.MustCompile(`^([1-9][0-9]{0,8})/(s|m)$`)
 
-// parseRate reads a rate_limit ("50/s", "600/m"): N calls per period,
-// spaced by period/N, so no window of one period holds more than N + 1
-// of them (SPEC); no burst on top of the steady rate.
-func parseRate(v string) (redis_rate.Limit, error) {
+// Rate is a rate_limit: at most N calls per Period, all workers
+// together, spaced by Period/N, so no window of one period holds more
+// than N + 1 of them (SPEC); no burst on top of the steady rate.
+type Rate struct {
+	N      int
+	Period time.Duration
+}
+
+// parseRate reads a rate_limit: "50/s" or "600/m".
+func parseRate(v string) (Rate, error) {
 	m := rateRE.FindStringSubmatch(strings.TrimSpace(v))
 	if m == nil {
-		return redis_rate.Limit{}, fmt.Errorf("%q is not a rate: write N/s or N/m, e.g. 50/s", v)
+		return Rate{}, fmt.Errorf("%q is not a rate: write N/s or N/m, e.g. 50/s", v)
 	}
 	n, _ := strconv.Atoi(m[1])
-	period := time.Second
 	if m[2] == "m" {
-		period = time.Minute
+		return Rate{N: n, Period: time.Minute}, nil
 	}
-	return redis_rate.Limit{Rate: n, Period: period, Burst: 1}, nil
+	return Rate{N: n, Period: time.Second}, nil
 }
+
+// String writes r as configured: "50/s", "600/m".
+func (r Rate) String() string {
+	if r.Period == time.Minute {
+		return fmt.Sprintf("%d/m", r.N)
+	}
+	return fmt.Sprintf("%d/s", r.N)
+}
+
+// interval is the time between two calls' turns.
+func (r Rate) interval() time.Duration { return r.Period / time.Duration(max(r.N, 1)) }
 
 // signingSecrets are the secrets a destination's calls are signed with:
 // signing_secret, then signing_secrets.

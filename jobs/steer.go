@@ -236,7 +236,7 @@ func (s *Steering) admit(ctx context.Context, source string, dest Destination, k
 	if dest.Rate == nil {
 		return adm, nil
 	}
-	interval := dest.Rate.Period / time.Duration(max(dest.Rate.Rate, 1))
+	interval := dest.Rate.interval()
 	res, err = rateScript.Run(ctx, s.rdb, []string{prefix + "rate"}, interval.Microseconds(), rateHorizon.Microseconds()).Slice()
 	if err != nil || len(res) != 2 {
 		s.release(context.WithoutCancel(ctx), source, dest, adm, outcomeOther)
