@@ -51,6 +51,9 @@ type callResult struct {
 	holdReason string
 	// answer is what the destination answered, kept with the call.
 	answer dedupe.Answer
+	// tokenRefetched says the destination refused the call's OAuth2
+	// token (401) and the call was made again with a new one.
+	tokenRefetched bool
 }
 
 // storedResult is the JSON shape of job_runs.result.
@@ -253,13 +256,14 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 
 	start := time.Now()
 	resp, token, res, ok := post(ctx, client, r, h, "")
-	if ok && resp.StatusCode == http.StatusUnauthorized && r.dest.Auth.refetches() {
+	refetched := ok && resp.StatusCode == http.StatusUnauthorized && r.dest.Auth.refetches()
+	if refetched {
 		drain(resp)
 		resp.Body.Close()
 		resp, _, res, ok = post(ctx, client, r, h, token)
 	}
 	if !ok {
-		res.duration = time.Since(start)
+		res.duration, res.tokenRefetched = time.Since(start), refetched
 		return res
 	}
 	defer resp.Body.Close()
@@ -269,7 +273,7 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 	// The headers of note go both with the call and in a done run's
 	// result: picked once.
 	noted := notedHeaders(resp.Header)
-	out := callResult{called: true, statusCode: resp.StatusCode, duration: d, answer: keptAnswer(noted, body)}
+	out := callResult{called: true, statusCode: resp.StatusCode, duration: d, answer: keptAnswer(noted, body), tokenRefetched: refetched}
 
 	code := resp.StatusCode
 	retryAfter, hasRetryAfter := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())

@@ -284,3 +284,39 @@ func TestDestinationStatusHoldsNoCredential(t *testing.T) {
 		}
 	}
 }
+
+// TestOAuth2ConcurrentRefetch: calls that all find the shared token
+// revoked at once fetch one new token between them, each tries again
+// once with it, and the log says so.
+func TestOAuth2ConcurrentRefetch(t *testing.T) {
+	t.Parallel()
+	ts := newTokenServer(t, 3600)
+	b, d, q, logs := oauthBundle(t, ts, oauthClientSecret, 3)
+	b.enqueue(t, q, "evt_first")
+	pipelinetest.Eventually(t, 10*time.Second, "the first run done", func() bool { return b.status(t, "src:dst:evt_first") == dedupe.StatusDone })
+	ts.revoke("tok-secret-1")
+	var ids []string
+	for i := range 16 {
+		ids = append(ids, fmt.Sprintf("evt_%d", i))
+	}
+	b.enqueue(t, q, ids...)
+	pipelinetest.Eventually(t, 20*time.Second, "every run done", func() bool {
+		return b.schema.Int(t, `SELECT count(*) FROM job_runs WHERE status = 'done' AND attempts = 0`) == len(ids)+1
+	})
+	if n := ts.fetched(); n != 2 {
+		t.Errorf("the token was fetched %d times, want 2: one refetch shared by the calls refused together", n)
+	}
+	tries := map[string][]string{}
+	for _, c := range d.Calls() {
+		tries[c.EventID] = append(tries[c.EventID], c.Header.Get("Authorization"))
+	}
+	for _, id := range ids {
+		got := tries[id]
+		if len(got) == 0 || got[len(got)-1] != "Bearer tok-secret-2" || len(got) > 2 {
+			t.Errorf("%s's tries carried %q, want at most one refused then the new token", id, got)
+		}
+	}
+	if !strings.Contains(logs.String(), `"oauth2_token_refetched":true`) {
+		t.Error("no log line says the token was fetched again")
+	}
+}

@@ -76,6 +76,9 @@ func (h *Handler) settle(ctx context.Context, log *slog.Logger, p DeliverPayload
 	if res.err != "" {
 		log = log.With(slog.String("error", res.err))
 	}
+	if res.tokenRefetched {
+		log = log.With(slog.Bool("oauth2_token_refetched", true))
+	}
 	fin, err := h.finish(ctx, log, p.Key(), dedupe.Finish{
 		Outcome: res.outcome, Call: claim.Call, Called: res.called,
 		StatusCode: res.statusCode, Result: res.result, Error: res.err, Duration: res.duration, Answer: res.answer,
