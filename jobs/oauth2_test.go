@@ -73,12 +73,15 @@ func (ts *tokenServer) revoke(token string) {
 }
 
 // guard answers 200 to a call with a token the server handed out and
-// has not revoked, else 401.
+// has not revoked, else, after 200ms (so that calls sent together are
+// refused together), 401.
 func (ts *tokenServer) guard(_ int, r *http.Request, w http.ResponseWriter) {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer tok-secret-")
 	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if !ok || ts.revoked["tok-secret-"+tok] {
+	refused := !ok || ts.revoked["tok-secret-"+tok]
+	ts.mu.Unlock()
+	if refused {
+		time.Sleep(200 * time.Millisecond)
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
