@@ -30,6 +30,7 @@ type tokenServer struct {
 	*httptest.Server
 	mu      sync.Mutex
 	fetches int
+	fetchAt time.Time // the latest fetch
 	scopes  []string
 	revoked map[string]bool
 }
@@ -49,6 +50,7 @@ func newTokenServer(t *testing.T, expiresIn int) *tokenServer {
 		ts.mu.Lock()
 		ts.fetches++
 		n := ts.fetches
+		ts.fetchAt = time.Now()
 		ts.scopes = strings.Fields(r.PostFormValue("scope"))
 		ts.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
@@ -209,7 +211,7 @@ func TestOAuth2RefetchOn401(t *testing.T) {
 // expires, without a 401.
 func TestOAuth2TokenExpiry(t *testing.T) {
 	t.Parallel()
-	ts := newTokenServer(t, 2) // renewed after 1.5s
+	ts := newTokenServer(t, 6) // renewed after 4.5s
 	b, d, q, _ := oauthBundle(t, ts, oauthClientSecret, 3)
 	b.enqueue(t, q, "evt_1")
 	pipelinetest.Eventually(t, 10*time.Second, "the first run done", func() bool { return b.status(t, "src:dst:evt_1") == dedupe.StatusDone })
@@ -218,7 +220,13 @@ func TestOAuth2TokenExpiry(t *testing.T) {
 	if n := ts.fetched(); n != 1 {
 		t.Errorf("the token was fetched %d times before it was due, want 1", n)
 	}
-	time.Sleep(1600 * time.Millisecond)
+	ts.mu.Lock()
+	due := time.Until(ts.fetchAt.Add(4600 * time.Millisecond))
+	ts.mu.Unlock()
+	if due < 0 {
+		t.Fatal("the first two runs took longer than the token's time before its renewal")
+	}
+	time.Sleep(due)
 	b.enqueue(t, q, "evt_3")
 	pipelinetest.Eventually(t, 10*time.Second, "the third run done", func() bool { return b.status(t, "src:dst:evt_3") == dedupe.StatusDone })
 	if n := ts.fetched(); n != 2 {

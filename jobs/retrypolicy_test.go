@@ -29,11 +29,12 @@ func TestRetrySchedule(t *testing.T) {
 	}
 	// Asynq keeps a retry's time in whole seconds and looks for due
 	// retries every second: a try comes within a second of its wait
-	// (the global backoff would bring it within about one).
+	// (the global backoff would bring it within about one); a loaded
+	// machine may be later still.
 	for i, want := range []time.Duration{2 * time.Second, 3 * time.Second, 3 * time.Second} {
 		gap := calls[i+1].At.Sub(calls[i].At)
-		if gap < want-time.Second || gap > want+1500*time.Millisecond {
-			t.Errorf("wait before try %d: %s, want %s (-1s…+1.5s)", i+2, gap.Round(time.Millisecond), want)
+		if gap < want-time.Second || gap > want+3*time.Second {
+			t.Errorf("wait before try %d: %s, want %s (-1s…+3s)", i+2, gap.Round(time.Millisecond), want)
 		}
 	}
 }
