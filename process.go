@@ -434,8 +434,9 @@ func (p *Process) Serving() <-chan error { return p.serveErr }
 // most 15s), stops the relay (which hands off what it still holds), the
 // reconciler and maintenance, lets running tasks finish (up to
 // Worker.ShutdownTimeout; the rest go back to the queue), then closes
-// Redis and the pool. It returns the HTTP server's shutdown error, if any;
-// calling it again returns the same.
+// the destinations' broker connections, Redis and the pool. It returns
+// the HTTP server's shutdown error, if any; calling it again returns the
+// same.
 func (p *Process) Stop(ctx context.Context) error {
 	p.stopOnce.Do(func() {
 		if !p.serving && p.listener != nil {
@@ -457,6 +458,9 @@ func (p *Process) Stop(ctx context.Context) error {
 		p.background.Wait()
 		if p.worker != nil {
 			p.worker.Shutdown()
+		}
+		if p.routes != nil {
+			p.routes.Load().Close() // broker connections
 		}
 		if p.runs != nil {
 			p.runs.Close()

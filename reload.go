@@ -58,7 +58,19 @@ func (p *Process) Reload(ctx context.Context) (admin.ReloadResult, error) {
 		}
 	}
 	p.metrics.RegisterDestinations(next.Sources.Routes)
+	oldSpecs, nextSpecs := destinationSpecs(p.cfg.Sources), destinationSpecs(next.Sources)
+	var oldRoutes jobs.Routes
+	if p.cfg.Sources != nil {
+		oldRoutes = p.cfg.Sources.Routes
+	}
+	retired := next.Sources.Routes.Handover(oldRoutes, func(source, destination string) bool {
+		o, ok := oldSpecs[source+"/"+destination]
+		return ok && reflect.DeepEqual(o, nextSpecs[source+"/"+destination])
+	})
 	p.routes.Store(next.Sources.Routes)
+	// Removed and changed destinations' broker connections close once
+	// the calls that loaded them have ended.
+	retired.Retire(p.cfg.Lease)
 	p.srv.SetSources(next.Sources.Gateway)
 	p.cfg.Sources = next.Sources
 	p.reloads.WithLabelValues("ok").Inc()
@@ -110,6 +122,19 @@ func diffSources(old, next *Sources) admin.ReloadResult {
 		}
 	}
 	return res
+}
+
+// destinationSpecs are s's destinations' specs by "source/destination".
+func destinationSpecs(s *Sources) map[string]jobs.DestinationSpec {
+	out := map[string]jobs.DestinationSpec{}
+	if s != nil {
+		for _, spec := range s.Specs {
+			for _, d := range spec.Destinations {
+				out[spec.Name+"/"+d.Name] = d
+			}
+		}
+	}
+	return out
 }
 
 func specsByName(s *Sources) map[string]SourceSpec {

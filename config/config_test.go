@@ -479,8 +479,8 @@ func TestDestinationSteeringKeys(t *testing.T) {
 	}
 	routes := cfg.Process.Sources.Routes
 	d := routes["stripe"]["billing"]
-	if d.Rate == nil || d.Rate.Rate != 600 || d.Rate.Period != time.Minute || d.Rate.Burst != 10 {
-		t.Errorf("rate %+v, want 600 a minute with a burst of a second's worth (10)", d.Rate)
+	if d.Rate == nil || d.Rate.N != 600 || d.Rate.Period != time.Minute || d.Rate.String() != "600/m" {
+		t.Errorf("rate %+v, want 600 a minute", d.Rate)
 	}
 	if d.Concurrency != 8 || !d.Circuit.Disabled || d.Circuit.Failures != 0 {
 		t.Errorf("concurrency %d, circuit %+v; want 8 and off", d.Concurrency, d.Circuit)

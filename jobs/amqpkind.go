@@ -21,8 +21,9 @@ import (
 type amqpKind struct {
 	url, exchange, routingKey string
 
-	mu   sync.Mutex
-	conn *amqp.Connection
+	mu     sync.Mutex
+	conn   *amqp.Connection
+	closed bool
 	// idle holds open channels in confirm mode, each used by one call at
 	// a time, so a returned message is that call's.
 	idle chan *amqpChannel
@@ -54,6 +55,9 @@ func (k *amqpKind) channel() (*amqpChannel, error) {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.closed {
+		return nil, errRetired
+	}
 	if k.conn == nil || k.conn.IsClosed() {
 		conn, err := amqp.DialConfig(k.url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second), Properties: amqp.Table{"connection_name": "webhookd"}})
 		if err != nil {
@@ -83,6 +87,16 @@ func (k *amqpKind) release(c *amqpChannel, ok bool) {
 		}
 	}
 	_ = c.ch.Close()
+}
+
+// close closes the connection, and with it every channel.
+func (k *amqpKind) close() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.closed = true
+	if k.conn != nil {
+		_ = k.conn.Close()
+	}
 }
 
 // amqpResult is a done run's stored result for a RabbitMQ publish.

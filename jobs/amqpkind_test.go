@@ -12,6 +12,7 @@ import (
 
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
+	"github.com/webhookd/webhookd/internal/testkit/proctest"
 	"github.com/webhookd/webhookd/jobs"
 )
 
@@ -20,7 +21,7 @@ import (
 const amqpURL = "amqp://guest:guest@127.0.0.1:5672/"
 
 // testQueue declares a queue of the test's own, deleted when it ends.
-func testQueue(t *testing.T) (*amqp.Channel, string) {
+func testQueue(t testing.TB) (*amqp.Channel, string) {
 	t.Helper()
 	conn, err := amqp.Dial(amqpURL)
 	if err != nil {
@@ -84,5 +85,49 @@ func TestAMQPDestinationUnroutable(t *testing.T) {
 	pipelinetest.Eventually(t, 15*time.Second, "the run dead", func() bool { return b.status(t, "src:dst:evt_1") == dedupe.StatusDead })
 	if r := b.run(t, "src:dst:evt_1"); r.LastError == nil || !strings.Contains(*r.LastError, "no queue takes routing key webhookd-test-noqueue-src") {
 		t.Errorf("run %+v, want dead saying no queue takes the routing key", r)
+	}
+}
+
+// TestAMQPBrokerOutage: with RabbitMQ unreachable (a proxy in front of it
+// cut: open connections closed, new ones refused), calls fail as
+// attempts, saying so; once it is reachable again they succeed, each
+// event in the queue once.
+func TestAMQPBrokerOutage(t *testing.T) {
+	t.Parallel()
+	ch, queue := testQueue(t)
+	proxy := proctest.StartProxy(t, "127.0.0.1:5672")
+	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: "amqp://guest:guest@" + proxy.Addr + "/", RoutingKey: queue,
+		Timeout: 2 * time.Second, MaxAttempts: 100}})
+	q := b.startWorker(t)
+	b.enqueue(t, q, "evt_1")
+	pipelinetest.Eventually(t, 10*time.Second, "evt_1 done", func() bool { return b.status(t, "src:dst:evt_1") == dedupe.StatusDone })
+
+	proxy.Cut()
+	b.enqueue(t, q, "evt_2", "evt_3")
+	pipelinetest.Eventually(t, 20*time.Second, "failed attempts while the broker is unreachable", func() bool {
+		return b.schema.Int(t, `SELECT count(*) FROM job_runs WHERE key IN ('src:dst:evt_2', 'src:dst:evt_3')
+			AND status = 'failed' AND attempts >= 2 AND last_error LIKE 'amqp: %'`) == 2
+	})
+	if r := b.run(t, "src:dst:evt_2"); strings.Contains(*r.LastError, "guest:guest") {
+		t.Errorf("last_error shows the URL's password: %s", *r.LastError)
+	}
+
+	proxy.Restore()
+	pipelinetest.Eventually(t, 30*time.Second, "every run done once the broker is back", func() bool {
+		return b.schema.Int(t, `SELECT count(*) FROM job_runs WHERE status = 'done'`) == 3
+	})
+	seen := map[string]int{}
+	for {
+		m, ok, err := ch.Get(queue, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		seen[m.MessageId]++
+	}
+	if len(seen) != 3 || seen["src:dst:evt_1"] != 1 || seen["src:dst:evt_2"] != 1 || seen["src:dst:evt_3"] != 1 {
+		t.Errorf("the queue held %v, want each of the 3 keys once", seen)
 	}
 }

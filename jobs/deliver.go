@@ -58,6 +58,9 @@ type callResult struct {
 	// that failed, an open circuit) for the destination's issues
 	// (issueCause).
 	cause string
+	// tokenRefetched says the destination refused the call's OAuth2
+	// token (401) and the call was made again with a new one.
+	tokenRefetched bool
 }
 
 // storedResult is the JSON shape of job_runs.result.
@@ -250,43 +253,39 @@ func callHeaders(ctx context.Context, r callRequest) (http.Header, error) {
 }
 
 // callDestination POSTs the event to the destination and classifies the
-// answer per SPEC's table (package doc); client must not follow redirects
-// (HandlerConfig.WithDefaults makes sure). It never returns an error:
-// every failure is an outcome.
+// answer per SPEC's table (package doc) and the destination's retry_on;
+// client must not follow redirects (HandlerConfig.WithDefaults makes
+// sure). A 401 to a call with an OAuth2 token fetches a new token and
+// tries once more: that answer counts. It never returns an error: every
+// failure is an outcome.
 func callDestination(ctx context.Context, client *http.Client, r callRequest) callResult {
 	ctx, cancel := context.WithTimeout(ctx, r.dest.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.dest.URL, bytes.NewReader(r.body))
-	if err != nil {
-		return callResult{outcome: dedupe.OutcomePermanent, err: "invalid destination request: " + describeCallError(err, r.dest.URL)}
-	}
 	h, err := callHeaders(ctx, r)
 	if err != nil {
 		return callResult{outcome: dedupe.OutcomePermanent, err: err.Error()}
 	}
-	req.Header = h
-	if r.dest.Auth != nil {
-		r.dest.Auth.apply(req)
-	}
 
 	start := time.Now()
-	resp, err := client.Do(req)
-	if err != nil {
-		d := time.Since(start)
-		msg := "connection error"
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			msg = "timeout after " + r.dest.Timeout.String()
-		}
-		return callResult{outcome: dedupe.OutcomeRetry, called: true, err: msg + ": " + describeCallError(err, r.dest.URL), duration: d}
+	resp, token, res, ok := post(ctx, client, r, h, "")
+	refetched := ok && resp.StatusCode == http.StatusUnauthorized && r.dest.Auth.refetches()
+	if refetched {
+		drain(resp)
+		resp.Body.Close()
+		resp, _, res, ok = post(ctx, client, r, h, token)
+	}
+	if !ok {
+		res.duration, res.tokenRefetched = time.Since(start), refetched
+		return res
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, resultBodyLimit+1))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // let the connection be reused
+	drain(resp) // let the connection be reused
 	d := time.Since(start)
 	// The headers of note go both with the call and in a done run's
 	// result: picked once.
 	noted := notedHeaders(resp.Header)
-	out := callResult{called: true, statusCode: resp.StatusCode, duration: d, answer: keptAnswer(noted, body)}
+	out := callResult{called: true, statusCode: resp.StatusCode, duration: d, answer: keptAnswer(noted, body), tokenRefetched: refetched}
 
 	code := resp.StatusCode
 	retryAfter, hasRetryAfter := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
@@ -294,14 +293,6 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 	case code >= 200 && code < 300:
 		out.outcome = dedupe.OutcomeDone
 		out.result = encodeResult(resp.StatusCode, noted, body, d)
-	case code == http.StatusTooManyRequests || (code == http.StatusServiceUnavailable && hasRetryAfter):
-		out.outcome = dedupe.OutcomeHold
-		out.wait = retryAfter
-		out.err = fmt.Sprintf("destination asked to wait: HTTP %d", code)
-		out.holdReason = fmt.Sprintf("destination asked to wait (HTTP %d)", code)
-	case code == http.StatusRequestTimeout || code >= 500:
-		out.outcome = dedupe.OutcomeRetry
-		out.err = fmt.Sprintf("destination answered HTTP %d", code)
 	case code >= 300 && code < 400:
 		// Never followed (noRedirects): the payload, its signature and
 		// key go to the configured URL only. A failed attempt, retried,
@@ -313,11 +304,56 @@ func callDestination(ctx context.Context, client *http.Client, r callRequest) ca
 			out.err += " to " + redactURL(loc)
 		}
 		out.err += " (redirects are not followed)"
-	default:
+	case !r.dest.Retry.retries(code):
 		out.outcome = dedupe.OutcomePermanent
 		out.err = fmt.Sprintf("destination refused: HTTP %d", code)
+		if r.dest.Retry.RetryOn != nil {
+			out.err += " (not in retry_on)"
+		}
+	case code == http.StatusTooManyRequests || (code == http.StatusServiceUnavailable && hasRetryAfter):
+		out.outcome = dedupe.OutcomeHold
+		out.wait = retryAfter
+		out.err = fmt.Sprintf("destination asked to wait: HTTP %d", code)
+		out.holdReason = fmt.Sprintf("destination asked to wait (HTTP %d)", code)
+	default:
+		out.outcome = dedupe.OutcomeRetry
+		out.err = fmt.Sprintf("destination answered HTTP %d", code)
 	}
 	return out
+}
+
+// post makes one try of a call with headers h and the destination's
+// credential (refused: the OAuth2 token a first try was refused with).
+// It returns the answer and the token sent, or, when there is no answer,
+// ok false and the outcome.
+func post(ctx context.Context, client *http.Client, r callRequest, h http.Header, refused string) (resp *http.Response, token string, res callResult, ok bool) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.dest.URL, bytes.NewReader(r.body))
+	if err != nil {
+		return nil, "", callResult{outcome: dedupe.OutcomePermanent, err: "invalid destination request: " + describeCallError(err, r.dest.URL)}, false
+	}
+	req.Header = h.Clone()
+	if r.dest.Auth != nil {
+		if token, err = r.dest.Auth.apply(ctx, client, req, refused); err != nil {
+			// The destination was not called: a failed attempt, like a
+			// broker that cannot be reached.
+			return nil, "", callResult{outcome: dedupe.OutcomeRetry, err: "no credential: " + err.Error()}, false
+		}
+	}
+	resp, err = client.Do(req)
+	if err != nil {
+		msg := "connection error"
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			msg = "timeout after " + r.dest.Timeout.String()
+		}
+		return nil, "", callResult{outcome: dedupe.OutcomeRetry, called: true, err: msg + ": " + describeCallError(err, r.dest.URL)}, false
+	}
+	return resp, token, callResult{}, true
+}
+
+// drain reads what is left of an answer's body, up to 1 MiB, so its
+// connection can be reused.
+func drain(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 }
 
 // noRedirects is the destination client's CheckRedirect: a redirect is

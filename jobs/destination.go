@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/webhookd/webhookd/gateway/verify"
@@ -75,6 +74,11 @@ type DestinationSpec struct {
 	Headers map[string]string `yaml:"headers"`
 	// Auth is an HTTP destination's credentials.
 	Auth *AuthSpec `yaml:"auth"`
+	// TLS is an HTTP destination's CA and client certificate.
+	TLS *TLSSpec `yaml:"tls"`
+	// Retry is the destination's own retry policy; nil keeps the global
+	// backoff and the default statuses.
+	Retry *RetrySpec `yaml:"retry"`
 	// SigningSecrets sign with each (Standard Webhooks: one v1 signature
 	// per secret) while the receiver rotates; beside SigningSecret.
 	SigningSecrets []string `yaml:"signing_secrets"`
@@ -141,9 +145,13 @@ type Destination struct {
 	// Concurrency caps the calls in flight, all workers together; 0 means
 	// no cap.
 	Concurrency int
-	// Rate caps the calls per period, all workers together, with a burst
-	// of at most one second's worth; nil means no cap.
-	Rate *redis_rate.Limit
+	// Rate caps the calls per period, all workers together: each call
+	// takes its own turn, one interval after the last (Steering), so no
+	// period holds more than the rate and one; nil means no cap.
+	Rate *Rate
+	// Retry says when a failed call is tried again and which statuses
+	// are worth it.
+	Retry RetryPolicy
 	// Circuit stops calling the destination after a run of failed calls.
 	Circuit Circuit
 	// ForwardHeaders are the canonical names of the sender's headers the
@@ -299,6 +307,9 @@ func NewDestination(spec DestinationSpec, opts DestinationOptions) (Destination,
 	auth, err := newHTTPAuth(spec.Auth)
 	errs = append(errs, err)
 	d.Auth = auth
+	retry, err := newRetryPolicy(spec.Retry)
+	errs = append(errs, err)
+	d.Retry = retry
 	if secrets := signingSecrets(spec); len(secrets) > 0 {
 		s, err := verify.NewSigner(verify.Config{Scheme: verify.SchemeStandard, Secrets: secrets})
 		if err != nil {
@@ -312,19 +323,37 @@ func NewDestination(spec DestinationSpec, opts DestinationOptions) (Destination,
 // rateRE is a rate_limit: a positive count per second or minute.
 var rateRE = regexp.MustCompile(`^([1-9][0-9]{0,8})/(s|m)$`)
 
-// parseRate reads a rate_limit ("50/s", "600/m") as a limit whose burst
-// is at most one second's worth (SPEC).
-func parseRate(v string) (redis_rate.Limit, error) {
+// Rate is a rate_limit: at most N calls per Period, all workers
+// together, spaced by Period/N, so no window of one period holds more
+// than N + 1 of them (SPEC); no burst on top of the steady rate.
+type Rate struct {
+	N      int
+	Period time.Duration
+}
+
+// parseRate reads a rate_limit: "50/s" or "600/m".
+func parseRate(v string) (Rate, error) {
 	m := rateRE.FindStringSubmatch(strings.TrimSpace(v))
 	if m == nil {
-		return redis_rate.Limit{}, fmt.Errorf("%q is not a rate: write N/s or N/m, e.g. 50/s", v)
+		return Rate{}, fmt.Errorf("%q is not a rate: write N/s or N/m, e.g. 50/s", v)
 	}
 	n, _ := strconv.Atoi(m[1])
-	if m[2] == "s" {
-		return redis_rate.Limit{Rate: n, Period: time.Second, Burst: n}, nil
+	if m[2] == "m" {
+		return Rate{N: n, Period: time.Minute}, nil
 	}
-	return redis_rate.Limit{Rate: n, Period: time.Minute, Burst: max(1, (n+59)/60)}, nil
+	return Rate{N: n, Period: time.Second}, nil
 }
+
+// String writes r as configured: "50/s", "600/m".
+func (r Rate) String() string {
+	if r.Period == time.Minute {
+		return fmt.Sprintf("%d/m", r.N)
+	}
+	return fmt.Sprintf("%d/s", r.N)
+}
+
+// interval is the time between two calls' turns.
+func (r Rate) interval() time.Duration { return r.Period / time.Duration(max(r.N, 1)) }
 
 // signingSecrets are the secrets a destination's calls are signed with:
 // signing_secret, then signing_secrets.

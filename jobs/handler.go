@@ -176,7 +176,7 @@ func (h *Handler) deliver(ctx context.Context, p DeliverPayload) (string, callRe
 		endCall(callSpan, res)
 		h.cfg.Metrics.called(p.Source, p.Destination, res.statusCode, res.outcome == dedupe.OutcomeDone, res.duration)
 	}
-	outcome, err = h.settle(ctx, log, p, claim, res)
+	outcome, err = h.settle(ctx, log, p, dest, claim, res)
 	h.steered(ctx, log, p, dest, adm, res)
 	if release != nil {
 		release()

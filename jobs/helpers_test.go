@@ -25,7 +25,7 @@ func testLogger(t testing.TB) *slog.Logger {
 	return logtest.New(t, slog.LevelDebug)
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -100,7 +100,7 @@ type handlerOptions struct {
 	logger *slog.Logger
 }
 
-func setup(t *testing.T, o handlerOptions) *bundle {
+func setup(t testing.TB, o handlerOptions) *bundle {
 	t.Helper()
 	s := pgtest.New(t)
 	store := dedupe.New(s.Pool)
@@ -123,7 +123,7 @@ func setup(t *testing.T, o handlerOptions) *bundle {
 }
 
 // record records an event of source "src".
-func (b *bundle) record(t *testing.T, id, body string, order ...string) {
+func (b *bundle) record(t testing.TB, id, body string, order ...string) {
 	t.Helper()
 	ev := dedupe.Event{Source: "src", ExternalID: id, ContentType: "application/json", Payload: []byte(body)}
 	if len(order) == 2 {
@@ -163,7 +163,7 @@ type queue struct {
 }
 
 // startWorker runs b.handler behind a real Asynq server.
-func (b *bundle) startWorker(t *testing.T) *queue {
+func (b *bundle) startWorker(t testing.TB) *queue {
 	t.Helper()
 	r := redistest.New(t)
 	enq := jobs.NewEnqueuer(r.Client, r.Queue, b.routes)
@@ -181,7 +181,7 @@ func (b *bundle) startWorker(t *testing.T) *queue {
 }
 
 // status returns a run's status, or "" while it has no row.
-func (b *bundle) status(t *testing.T, key string) string {
+func (b *bundle) status(t testing.TB, key string) string {
 	t.Helper()
 	var s string
 	_ = b.schema.Pool.QueryRow(testCtx(t), `SELECT status FROM job_runs WHERE key = $1`, key).Scan(&s)

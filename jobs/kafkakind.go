@@ -26,6 +26,7 @@ type kafkaKind struct {
 
 	mu     sync.Mutex
 	client *kgo.Client
+	closed bool
 }
 
 // kafkaScheme prefixes a Kafka destination's URL.
@@ -47,20 +48,53 @@ func newKafkaKind(rawURL, topic string) (*kafkaKind, error) {
 }
 
 // producer makes the client on first use (a configuration check must not
-// need the brokers).
-func (k *kafkaKind) producer() (*kgo.Client, error) {
+// need the brokers); a record not delivered within timeout (the
+// destination's) is failed, with those behind it.
+func (k *kafkaKind) producer(timeout time.Duration) (*kgo.Client, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.closed {
+		return nil, errRetired
+	}
 	if k.client != nil {
 		return k.client, nil
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(k.brokers...), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(0), kgo.ClientID("webhookd"))
+		kgo.ProducerLinger(0), kgo.ClientID("webhookd"), kgo.RecordDeliveryTimeout(timeout))
 	if err != nil {
 		return nil, err
 	}
 	k.client = cl
 	return cl, nil
+}
+
+// produce produces rec and waits for the cluster's acknowledgement
+// until ctx ends. Not ProduceSync: a record in flight to a broker that
+// went away is not given up before the connection is (the idempotent
+// producer keeps its sequence gapless), and a call must end within its
+// timeout (SPEC: one that never confirms is a timeout). Such a record
+// may still be delivered later, beside the retry's: a repeat under the
+// same Idempotency-Key, for the consumer to drop.
+func (k *kafkaKind) produce(ctx context.Context, cl *kgo.Client, rec *kgo.Record) (*kgo.Record, error) {
+	acked := make(chan error, 1)
+	cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { acked <- err })
+	select {
+	case err := <-acked:
+		return rec, err
+	case <-ctx.Done():
+		return rec, ctx.Err()
+	}
+}
+
+// close flushes nothing (every call waits for its record) and closes
+// the client.
+func (k *kafkaKind) close() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.closed = true
+	if k.client != nil {
+		k.client.Close()
+	}
 }
 
 // kafkaResult is a done run's stored result for a Kafka record.
@@ -74,7 +108,7 @@ type kafkaResult struct {
 func (k *kafkaKind) call(ctx context.Context, _ *http.Client, r callRequest) callResult {
 	ctx, cancel := context.WithTimeout(ctx, r.dest.Timeout)
 	defer cancel()
-	cl, err := k.producer()
+	cl, err := k.producer(r.dest.Timeout)
 	if err != nil {
 		return unavailable(r, "kafka: client", err)
 	}
@@ -92,7 +126,7 @@ func (k *kafkaKind) call(ctx context.Context, _ *http.Client, r callRequest) cal
 		}
 	}
 	start := time.Now()
-	err = cl.ProduceSync(ctx, rec).FirstErr()
+	rec, err = k.produce(ctx, cl, rec)
 	d := time.Since(start)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):

@@ -19,13 +19,28 @@ import (
 // classifies its outcome as the destination call's table says.
 type kind interface {
 	call(ctx context.Context, client *http.Client, r callRequest) callResult
+	// close closes what the kind holds open (a broker's connection); a
+	// call after it fails.
+	close()
 }
+
+// errRetired is a call to a destination whose kind a reload or shutdown
+// closed: the call's task runs again under the routes now in force.
+var errRetired = errors.New("the destination was reloaded or the process is stopping")
 
 // newKind builds the kind spec's URL names, checking what it needs.
 func newKind(spec DestinationSpec, opts DestinationOptions) (kind, error) {
 	isKafka := strings.HasPrefix(spec.URL, kafkaScheme)
 	if !isKafka && spec.Topic != "" {
 		return nil, field.Errorf("topic", "applies only to a kafka:// destination")
+	}
+	if !strings.HasPrefix(spec.URL, "http://") && !strings.HasPrefix(spec.URL, "https://") {
+		switch {
+		case spec.TLS != nil:
+			return nil, field.Errorf("tls", "applies only to an http(s) destination")
+		case spec.Retry != nil && spec.Retry.RetryOn != nil:
+			return nil, field.Errorf("retry.retry_on", "applies only to an http(s) destination: a broker answers no status")
+		}
 	}
 	if isKafka {
 		// Several brokers, comma-separated: not one URL's host.
@@ -49,7 +64,11 @@ func newKind(spec DestinationSpec, opts DestinationOptions) (kind, error) {
 		if err := checkDestinationURL(u, opts.Listen, opts.AllowLinkLocal); err != nil {
 			return nil, field.Errorf("url", "%s", err)
 		}
-		return httpKind{}, nil
+		if spec.TLS == nil {
+			return httpKind{}, nil
+		}
+		client, err := newTLSClient(spec.TLS, opts.AllowLinkLocal)
+		return httpKind{client: client}, err
 	case "nats":
 		if spec.Auth != nil || len(spec.Headers) > 0 {
 			return nil, field.Errorf("auth", "auth and headers apply only to an http(s) destination")
@@ -64,11 +83,24 @@ func newKind(spec DestinationSpec, opts DestinationOptions) (kind, error) {
 	return nil, field.Errorf("url", "scheme %q is not a destination kind: http, https, nats, amqp or kafka", u.Scheme)
 }
 
-// httpKind POSTs the event (callDestination).
-type httpKind struct{}
+// httpKind POSTs the event (callDestination), with the handler's client
+// or, for a destination with tls:, its own.
+type httpKind struct {
+	client *http.Client
+}
 
-func (httpKind) call(ctx context.Context, client *http.Client, r callRequest) callResult {
+func (k httpKind) call(ctx context.Context, client *http.Client, r callRequest) callResult {
+	if k.client != nil {
+		client = k.client
+	}
 	return callDestination(ctx, client, r)
+}
+
+// close lets go of a tls: client's idle connections.
+func (k httpKind) close() {
+	if k.client != nil {
+		k.client.CloseIdleConnections()
+	}
 }
 
 // kindOf is d's kind; a Destination built without NewDestination (a

@@ -24,9 +24,10 @@ type natsKind struct {
 	url     string
 	subject string
 
-	mu sync.Mutex
-	nc *nats.Conn
-	js jetstream.JetStream
+	mu     sync.Mutex
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	closed bool
 }
 
 func newNATSKind(u *url.URL, subject string) (*natsKind, error) {
@@ -41,6 +42,9 @@ func newNATSKind(u *url.URL, subject string) (*natsKind, error) {
 func (k *natsKind) conn() (jetstream.JetStream, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.closed {
+		return nil, errRetired
+	}
 	if k.nc != nil && !k.nc.IsClosed() {
 		return k.js, nil
 	}
@@ -55,6 +59,15 @@ func (k *natsKind) conn() (jetstream.JetStream, error) {
 	}
 	k.nc, k.js = nc, js
 	return js, nil
+}
+
+func (k *natsKind) close() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.closed = true
+	if k.nc != nil {
+		k.nc.Close()
+	}
 }
 
 // natsResult is a done run's stored result for a NATS publish: where

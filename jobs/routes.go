@@ -3,6 +3,7 @@ package jobs
 import (
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/webhookd/webhookd/internal/swap"
 )
@@ -33,6 +34,58 @@ func (r Routes) DestinationNames(source string) ([]string, error) {
 		return nil, ErrUnknownSource
 	}
 	return slices.Sorted(maps.Keys(dests)), nil
+}
+
+// Handover carries into r, the routes a reload is about to put in
+// force, what each destination that same reports unchanged since old
+// holds open: its broker connection and its OAuth2 token. An HTTP
+// destination takes its new kind, whose tls: files were read again (a
+// certificate renewed on disk comes into force with a reload). It
+// returns the kinds of old that r no longer uses, for Retire.
+func (r Routes) Handover(old Routes, same func(source, destination string) bool) Routes {
+	retired := Routes{}
+	for source, dests := range old {
+		for name, d := range dests {
+			if next, ok := r[source][name]; ok && same(source, name) {
+				next.Auth = d.Auth
+				_, isHTTP := d.kind.(httpKind)
+				keep := d.kind != nil && !isHTTP
+				if keep {
+					next.kind = d.kind
+				}
+				r[source][name] = next
+				if keep {
+					continue
+				}
+			}
+			if retired[source] == nil {
+				retired[source] = map[string]Destination{}
+			}
+			retired[source][name] = d
+		}
+	}
+	return retired
+}
+
+// Retire closes what r's destinations hold open once the calls that
+// loaded them have ended: after grace (the lease, within which every
+// call ends).
+func (r Routes) Retire(grace time.Duration) {
+	if len(r) > 0 {
+		time.AfterFunc(grace, r.Close)
+	}
+}
+
+// Close closes what r's destinations hold open (broker connections,
+// tls: clients' idle connections); a call after it fails.
+func (r Routes) Close() {
+	for _, dests := range r {
+		for _, d := range dests {
+			if d.kind != nil {
+				d.kind.close()
+			}
+		}
+	}
 }
 
 // RouteSource gives the routes in force. Routes is one that never

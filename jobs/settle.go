@@ -59,11 +59,12 @@ var settlements = map[transition]settlement{
 
 // settle stores how the claimed call ended (dedupe.Store.Finish, which
 // also completes the call's delivery_attempts row), logs the decision
-// once, and returns the outcome to count and what Asynq is told.
-func (h *Handler) settle(ctx context.Context, log *slog.Logger, p DeliverPayload, claim dedupe.Claim, res callResult) (string, error) {
+// once, and returns the outcome to count and what Asynq is told; a
+// failed attempt waits as dest's retry policy says.
+func (h *Handler) settle(ctx context.Context, log *slog.Logger, p DeliverPayload, dest Destination, claim dedupe.Claim, res callResult) (string, error) {
 	switch res.outcome {
 	case dedupe.OutcomeRetry:
-		res.wait = h.cfg.Backoff.Delay(claim.Attempts + 1)
+		res.wait = dest.Retry.delay(claim.Attempts+1, h.cfg.Backoff)
 	case dedupe.OutcomeHold:
 		if res.wait <= 0 {
 			res.wait = h.cfg.DefaultHold
@@ -74,6 +75,9 @@ func (h *Handler) settle(ctx context.Context, log *slog.Logger, p DeliverPayload
 	}
 	if res.err != "" {
 		log = log.With(slog.String("error", res.err))
+	}
+	if res.tokenRefetched {
+		log = log.With(slog.Bool("oauth2_token_refetched", true))
 	}
 	fin, err := h.finish(ctx, log, p.Key(), dedupe.Finish{
 		Outcome: res.outcome, Call: claim.Call, Called: res.called,

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webhookd/webhookd/dedupe"
@@ -31,7 +30,6 @@ import (
 type Steering struct {
 	rdb      redis.UniversalClient
 	enqueuer *Enqueuer
-	limiter  *redis_rate.Limiter
 	paused   func(source, destination string) bool
 	now      func() time.Time
 
@@ -64,7 +62,7 @@ func NewSteering(enqueuer *Enqueuer, paused func(source, destination string) boo
 		paused = func(string, string) bool { return false }
 	}
 	return &Steering{
-		rdb: enqueuer.rdb, enqueuer: enqueuer, limiter: redis_rate.NewLimiter(enqueuer.rdb), paused: paused, now: time.Now,
+		rdb: enqueuer.rdb, enqueuer: enqueuer, paused: paused, now: time.Now,
 		views: map[destinationRef]circuitView{}, inFlight: map[destinationRef]int{}, id: randomSuffix(),
 	}
 }
@@ -238,25 +236,73 @@ func (s *Steering) admit(ctx context.Context, source string, dest Destination, k
 	if dest.Rate == nil {
 		return adm, nil
 	}
-	r, err := s.limiter.Allow(ctx, prefix+"rate", *dest.Rate)
-	if err != nil {
+	interval := dest.Rate.interval()
+	res, err = rateScript.Run(ctx, s.rdb, []string{prefix + "rate"}, interval.Microseconds(), rateHorizon.Microseconds()).Slice()
+	if err != nil || len(res) != 2 {
 		s.release(context.WithoutCancel(ctx), source, dest, adm, outcomeOther)
-		return admission{}, fmt.Errorf("error checking destination %s/%s's rate: %w", source, dest.Name, err)
+		return admission{}, fmt.Errorf("error checking destination %s/%s's rate: %v", source, dest.Name, err)
 	}
-	if r.Allowed > 0 {
+	reserved, _ := res[0].(int64)
+	wait := time.Duration(res[1].(int64)) * time.Microsecond
+	if reserved == 1 {
+		// The call's turn is its own: wait for it here, at most
+		// rateHorizon (a hold would come back only to the second).
+		if err := sleep(ctx, wait); err != nil {
+			s.release(context.WithoutCancel(ctx), source, dest, adm, outcomeOther)
+			return admission{}, fmt.Errorf("waiting for destination %s/%s's rate: %w", source, dest.Name, err)
+		}
 		return adm, nil
 	}
 	s.release(context.WithoutCancel(ctx), source, dest, adm, outcomeOther)
 	n, err := waitScript.Run(ctx, s.rdb, []string{prefix + "waiters"}, now.UnixMilli(), key,
-		now.Add(r.RetryAfter+ttl).UnixMilli()).Int64()
+		now.Add(wait+ttl).UnixMilli()).Int64()
 	if err != nil {
 		n = 1
 	}
 	// Each waiter takes a turn: spread them over the time the rate needs
 	// to let them all through.
-	perCall := dest.Rate.Period / time.Duration(max(dest.Rate.Rate, 1))
-	spread := time.Duration(randv2.Int64N(int64(perCall)*max(n, 1) + 1))
-	return admission{hold: min(r.RetryAfter+spread, maxSteeringHold), reason: holdRate}, nil
+	spread := time.Duration(randv2.Int64N(int64(interval)*max(n, 1) + 1))
+	return admission{hold: min(wait-rateHorizon+spread, maxSteeringHold), reason: holdRate}, nil
+}
+
+// rateHorizon is how far ahead a call may take its turn under a
+// destination's rate and wait for it in the worker; a call whose turn is
+// further off is held.
+const rateHorizon = time.Second
+
+// rateScript hands out a destination's turns under its rate: each call
+// takes the next free instant, one interval after the one before, so no
+// period holds more than the rate and one (SPEC), whatever the number of
+// workers. A turn further off than the horizon is not taken. Times are
+// Redis's own, in microseconds, so processes' clocks do not matter.
+//
+// KEYS: rate (string: the next free instant). ARGV: interval, horizon.
+// Returns {1 (taken) or 0, wait until the turn}.
+var rateScript = redis.NewScript(`
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local interval, horizon = tonumber(ARGV[1]), tonumber(ARGV[2])
+local free = tonumber(redis.call("GET", KEYS[1]) or "0")
+if free < now then free = now end
+local wait = free - now
+if wait > horizon then return {0, wait} end
+redis.call("SET", KEYS[1], string.format("%.0f", free + interval), "PX", math.ceil((wait + interval) / 1000) + 1000)
+return {1, wait}
+`)
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
 }
 
 // Outcome classes of a call, for the circuit.
