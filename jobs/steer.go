@@ -238,12 +238,22 @@ func (s *Steering) admit(ctx context.Context, source string, dest Destination, k
 	}
 	interval := dest.Rate.interval()
 	res, err = rateScript.Run(ctx, s.rdb, []string{prefix + "rate"}, interval.Microseconds(), rateHorizon.Microseconds()).Slice()
-	if err != nil || len(res) != 2 {
-		s.release(context.WithoutCancel(ctx), source, dest, adm, outcomeOther)
-		return admission{}, fmt.Errorf("error checking destination %s/%s's rate: %v", source, dest.Name, err)
+	var reserved, waitMicros int64
+	if err == nil {
+		var ok1, ok2 bool
+		if len(res) == 2 {
+			reserved, ok1 = res[0].(int64)
+			waitMicros, ok2 = res[1].(int64)
+		}
+		if !ok1 || !ok2 {
+			err = fmt.Errorf("the rate script answered %v", res)
+		}
 	}
-	reserved, _ := res[0].(int64)
-	wait := time.Duration(res[1].(int64)) * time.Microsecond
+	if err != nil {
+		s.release(context.WithoutCancel(ctx), source, dest, adm, outcomeOther)
+		return admission{}, fmt.Errorf("error checking destination %s/%s's rate: %w", source, dest.Name, err)
+	}
+	wait := time.Duration(waitMicros) * time.Microsecond
 	if reserved == 1 {
 		// The call's turn is its own: wait for it here, at most
 		// rateHorizon (a hold would come back only to the second).
