@@ -53,18 +53,28 @@ func issueID(c echo.Context) (int64, error) {
 	return id, nil
 }
 
-// getIssue handles GET /admin/issues/:id: the issue with its events.
-func (a *Admin) getIssue(c echo.Context) error {
+// issueOf reads the issue the request's :id names: a 400 for an id
+// that is not one, a 404 for none.
+func (a *Admin) issueOf(c echo.Context) (dedupe.Issue, error) {
 	id, err := issueID(c)
 	if err != nil {
-		return err
+		return dedupe.Issue{}, err
 	}
 	issue, err := a.cfg.Issues.GetIssue(c.Request().Context(), id)
 	if errors.Is(err, dedupe.ErrNotFound) {
-		return echo.NewHTTPError(http.StatusNotFound, "issue not found")
+		return dedupe.Issue{}, echo.NewHTTPError(http.StatusNotFound, "issue not found")
 	}
 	if err != nil {
-		return httpError(err)
+		return dedupe.Issue{}, httpError(err)
+	}
+	return issue, nil
+}
+
+// getIssue handles GET /admin/issues/:id: the issue with its events.
+func (a *Admin) getIssue(c echo.Context) error {
+	issue, err := a.issueOf(c)
+	if err != nil {
+		return err
 	}
 	if issue.Events == nil {
 		issue.Events = []string{}
@@ -201,16 +211,9 @@ type issuePage struct {
 
 // browseIssue handles GET /admin/view/issues/:id.
 func (a *Admin) browseIssue(c echo.Context) error {
-	id, err := issueID(c)
+	issue, err := a.issueOf(c)
 	if err != nil {
 		return err
-	}
-	issue, err := a.cfg.Issues.GetIssue(c.Request().Context(), id)
-	if errors.Is(err, dedupe.ErrNotFound) {
-		return echo.NewHTTPError(http.StatusNotFound, "issue not found")
-	}
-	if err != nil {
-		return httpError(err)
 	}
 	return a.render(c, http.StatusOK, "issue", &issuePage{Issue: issue})
 }
