@@ -64,6 +64,12 @@ type Run struct {
 	// it goes on by itself (nil: until an operator resumes it).
 	HoldReason string
 	HoldUntil  *time.Time
+	// SkippedAt, SkippedBy and SkipReason record an operator's skip of a
+	// failed or dead run (Store.SkipRun): its entity's later events went
+	// on past it. Nil and empty when it was not skipped.
+	SkippedAt  *time.Time
+	SkippedBy  string
+	SkipReason string
 }
 
 // waiting returns the destinations of d's plan without a run (the rows
@@ -164,7 +170,8 @@ FROM events e WHERE e.source = $1 AND e.external_id = $2`
 const runColumns = `key, destination, generation, status, attempts, calls, max_attempts, permanent,
        result, COALESCE(last_error, ''), created_at, started_at, completed_at, lease_until, held_until, retry_at,
        COALESCE(replayed_by, ''), COALESCE(replay_reason, ''),
-       webhookd_run_status(status, permanent, attempts, held_until), COALESCE(hold_reason, '')`
+       webhookd_run_status(status, permanent, attempts, held_until), COALESCE(hold_reason, ''),
+       skipped_at, COALESCE(skipped_by, ''), COALESCE(skip_reason, '')`
 
 const eventRunsSQL = `
 SELECT ` + runColumns + `
@@ -297,7 +304,8 @@ func scanRun(row pgx.Row) (Run, error) {
 	var r Run
 	err := row.Scan(&r.Key, &r.Destination, &r.Generation, &r.Status, &r.Attempts, &r.Calls, &r.MaxAttempts,
 		&r.Permanent, &r.Result, &r.LastError, &r.CreatedAt, &r.StartedAt, &r.CompletedAt, &r.LeaseUntil,
-		&r.HeldUntil, &r.RetryAt, &r.ReplayedBy, &r.ReplayReason, &r.Shown, &r.HoldReason)
+		&r.HeldUntil, &r.RetryAt, &r.ReplayedBy, &r.ReplayReason, &r.Shown, &r.HoldReason,
+		&r.SkippedAt, &r.SkippedBy, &r.SkipReason)
 	if err != nil {
 		return Run{}, fmt.Errorf("error reading run: %w", err)
 	}

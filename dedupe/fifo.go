@@ -2,7 +2,10 @@ package dedupe
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // HeadRequest asks where an event stands in its entity's order for one
@@ -31,7 +34,8 @@ type Head struct {
 // the order recorded), else the order recorded. An earlier event counts
 // only if the destination is in its plan (or it has no plan), and is
 // settled when its latest run for the destination is done, filtered or
-// skipped_stale, or (unless $5) failed for good or dead.
+// skipped_stale, or failed for good or dead and either skipped by an
+// operator (SkipRun) or not holding the entity ($5 false).
 const headSQL = `
 WITH cur AS (
     SELECT received_at, external_id, order_version FROM events WHERE source = $1 AND external_id = $4
@@ -47,7 +51,8 @@ WITH cur AS (
 SELECT (SELECT e.external_id FROM earlier e
         WHERE (e.plan IS NULL OR $2 = ANY (e.plan))
           AND NOT COALESCE((SELECT r.status IN ('done', 'filtered', 'skipped_stale')
-                                   OR (NOT $5 AND (r.status = 'dead' OR (r.status = 'failed' AND r.permanent)))
+                                   OR ((NOT $5 OR r.skipped_at IS NOT NULL)
+                                       AND (r.status = 'dead' OR (r.status = 'failed' AND r.permanent)))
                             FROM job_runs r
                             WHERE r.source = $1 AND r.external_id = e.external_id AND r.destination = $2
                             ORDER BY r.generation DESC LIMIT 1), false)
@@ -67,4 +72,48 @@ func (s *Store) Head(ctx context.Context, r HeadRequest) (Head, error) {
 		h.Behind = *behind
 	}
 	return h, nil
+}
+
+// skipRunSQL records an operator's skip of a run that ended failed for
+// good or dead; any other run is left alone. The status stays: the event
+// was not delivered, and a replay still may deliver it.
+const skipRunSQL = `
+UPDATE job_runs SET
+    skipped_at = now(),
+    skipped_by = NULLIF($2, ''),
+    skip_reason = NULLIF($3, '')
+WHERE key = $1 AND (status = 'dead' OR (status = 'failed' AND permanent))
+RETURNING ` + runColumns
+
+// SkipRun lets the entity of key's event go on past it (fifo with
+// on_failure hold): the run, failed for good or dead, is recorded as
+// skipped by by for reason, and Head counts it settled from then on, so
+// the entity's later events are called, in order. It reports false, and
+// changes nothing, when the run is in any other state (it may still
+// succeed, or a replay reopened it); it returns ErrNotFound when there is
+// no run, and ErrTooSlow past AdminStatementTimeout.
+func (s *Store) SkipRun(ctx context.Context, key, by, reason string) (Run, bool, error) {
+	var (
+		run     Run
+		skipped bool
+	)
+	err := s.adminTx(ctx, true, func(tx pgx.Tx) error {
+		var err error
+		run, err = scanRun(tx.QueryRow(ctx, skipRunSQL, key, by, reason))
+		if skipped = err == nil; skipped || !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		run, err = scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM job_runs WHERE key = $1`, key))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Run{}, false, fmt.Errorf("run %s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		if errors.Is(err, ErrTooSlow) {
+			return Run{}, false, err
+		}
+		return Run{}, false, fmt.Errorf("error skipping run: %w", err)
+	}
+	return run, skipped, nil
 }

@@ -189,3 +189,72 @@ func TestFIFOHoldOnFailure(t *testing.T) {
 		t.Errorf("cus_b0 delivered as %v, recorded as %v", sink.order["cus_b0"], sent["cus_b0"])
 	}
 }
+
+// TestFIFOSkip: with on_failure hold, an event whose run is dead holds
+// its entity's later events and no other entity's; an operator's skip
+// (POST /admin/events/:source/:id/skip) is recorded on the run and lets
+// the entity go on, its later events called in order, the dead one
+// never delivered.
+func TestFIFOSkip(t *testing.T) {
+	t.Parallel()
+	sink := newEntitySink(t, func(id string, _ int) int {
+		if id == "evt_c0_1" {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	const token = "skip-token-0123456789abcdef"
+	p := pipelinetest.Start(t, pipelinetest.Options{Destinations: map[string]string{"ledger": sink.URL},
+		OrderEntity: "json:data.object.customer", OrderMode: "fifo", OrderOnFailure: "hold",
+		MaxAttempts: 2, AdminTokens: []string{token}})
+	sent := sendEntities(t, p, "c", 3, 4)
+	pipelinetest.Eventually(t, 30*time.Second, "the other entities delivered, evt_c0_1 dead", func() bool {
+		return sink.delivered() == 1+4+4 &&
+			p.Schema.Int(t, `SELECT count(*) FROM job_runs WHERE external_id = 'evt_c0_1' AND status = 'dead'`) == 1
+	})
+	time.Sleep(time.Second)
+	if got := sink.delivered(); got != 9 {
+		t.Fatalf("%d delivered, want 9 (cus_c0 held behind its dead event)", got)
+	}
+	for _, id := range []string{"evt_c0_2", "evt_c0_3"} {
+		d, err := p.Store.GetEvent(t.Context(), pipelinetest.Source, id, dedupe.DestinationView{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d.Runs) != 1 || d.Runs[0].Shown != dedupe.ShownHeld || d.Runs[0].HoldReason != "order: waiting behind evt_c0_1" {
+			t.Errorf("%s's run %+v, want held, order: waiting behind evt_c0_1", id, d.Runs)
+		}
+	}
+
+	admin := func(path, body string) (int, string) {
+		h := http.Header{"Authorization": {"Bearer " + token}}
+		code, b := p.Post(t, path, h, []byte(body))
+		return code, string(b)
+	}
+	if code, b := admin("/admin/events/stripe/evt_c0_1/skip", `{"destination":"ledger","by":"ops"}`); code != http.StatusBadRequest {
+		t.Errorf("a skip without a reason answered %d %s, want 400", code, b)
+	}
+	if code, b := admin("/admin/events/stripe/evt_c1_0/skip", `{"destination":"ledger","reason":"x"}`); code != http.StatusConflict {
+		t.Errorf("a skip of a done run answered %d %s, want 409", code, b)
+	}
+	code, b := admin("/admin/events/stripe/evt_c0_1/skip", `{"destination":"ledger","by":"ops","reason":"customer deleted upstream"}`)
+	if code != http.StatusOK || !strings.Contains(b, `"action":"skipped"`) {
+		t.Fatalf("skip answered %d %s, want 200 skipped", code, b)
+	}
+	pipelinetest.Eventually(t, 30*time.Second, "cus_c0 delivered past the skipped event", func() bool { return sink.delivered() == 11 })
+	time.Sleep(500 * time.Millisecond)
+
+	sink.mu.Lock()
+	got := slices.Clone(sink.order["cus_c0"])
+	sink.mu.Unlock()
+	if want := []string{sent["cus_c0"][0], sent["cus_c0"][2], sent["cus_c0"][3]}; !slices.Equal(got, want) {
+		t.Errorf("cus_c0 delivered as %v, want %v", got, want)
+	}
+	if n := p.Schema.Int(t, `SELECT count(*) FROM job_runs WHERE external_id = 'evt_c0_1' AND status = 'dead'
+		AND skipped_by = 'ops' AND skip_reason = 'customer deleted upstream' AND skipped_at IS NOT NULL`); n != 1 {
+		t.Errorf("the skip is not recorded on evt_c0_1's run (%d rows)", n)
+	}
+	if n := p.Schema.Int(t, `SELECT count(*) FROM delivery_attempts WHERE key LIKE '%evt_c0_1' AND succeeded`); n != 0 {
+		t.Errorf("the skipped event was delivered %d times", n)
+	}
+}

@@ -230,6 +230,7 @@ func (a *Admin) Mount(e *echo.Echo) {
 	g.GET("/events/stream", a.streamEvents)
 	g.GET("/events/:source/:id", a.getEvent)
 	g.POST("/events/:source/:id/replay", a.replayEvent)
+	g.POST("/events/:source/:id/skip", a.skipEvent)
 	g.POST("/replay", a.bulkReplayAPI)
 	g.POST("/reload", a.reload)
 	g.POST("/rules/test", a.rulesTest)
