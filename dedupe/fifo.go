@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -116,4 +117,78 @@ func (s *Store) SkipRun(ctx context.Context, key, by, reason string) (Run, bool,
 		return Run{}, false, fmt.Errorf("error skipping run: %w", err)
 	}
 	return run, skipped, nil
+}
+
+// OrderHoldPrefix begins the hold reason of a run that waits behind an
+// earlier event of its entity, followed by that event's id (the fifo
+// guard in jobs writes it; HeldEntities reads it).
+const OrderHoldPrefix = "order: waiting behind "
+
+// HeldEntity is an entity whose events wait, on one destination, behind
+// an earlier event that is not settled (fifo).
+type HeldEntity struct {
+	Source      string
+	Destination string
+	Entity      string
+	// Behind is the event the entity waits behind, and BehindStatus its
+	// run's status as shown (retrying, failed, dead, running, …; empty
+	// when it has no run yet).
+	Behind       string
+	BehindStatus string
+	// Waiting counts the entity's events held behind it.
+	Waiting int
+	// Since is when the oldest of those waiting runs was created.
+	Since time.Time
+}
+
+// heldEntitiesSQL groups the runs held by order (running, held_until
+// set, the guard's reason) by destination and entity, oldest wait first,
+// with the status of the run each waits behind.
+const heldEntitiesSQL = `
+SELECT h.source, h.destination, h.entity, h.behind, COALESCE(b.shown, ''), h.waiting, h.since
+FROM (
+    SELECT r.source, r.destination, e.order_entity AS entity,
+           substr((array_agg(r.hold_reason ORDER BY e.received_at, e.external_id))[1], length($1) + 1) AS behind,
+           count(*)::int AS waiting, min(r.created_at) AS since
+    FROM job_runs r
+    JOIN events e ON e.source = r.source AND e.external_id = r.external_id
+    WHERE r.status = 'running' AND r.held_until IS NOT NULL AND starts_with(r.hold_reason, $1)
+      AND ($2 = '' OR r.source = $2) AND ($3 = '' OR r.destination = $3)
+      AND e.order_entity IS NOT NULL
+    GROUP BY r.source, r.destination, e.order_entity
+    ORDER BY since, 1, 2, 3
+    LIMIT $4
+) h
+LEFT JOIN LATERAL (
+    SELECT webhookd_run_status(x.status, x.permanent, x.attempts, x.held_until) AS shown
+    FROM job_runs x
+    WHERE x.source = h.source AND x.external_id = h.behind AND x.destination = h.destination
+    ORDER BY x.generation DESC LIMIT 1
+) b ON true
+ORDER BY h.since, h.source, h.destination, h.entity`
+
+// HeldEntities returns the entities held by order (fifo), oldest wait
+// first, at most limit, of source and destination when they are not
+// empty. It returns ErrTooSlow past AdminStatementTimeout.
+func (s *Store) HeldEntities(ctx context.Context, source, destination string, limit int) ([]HeldEntity, error) {
+	var out []HeldEntity
+	err := s.adminTx(ctx, false, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, heldEntitiesSQL, OrderHoldPrefix, source, destination, limit)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (HeldEntity, error) {
+			var h HeldEntity
+			err := row.Scan(&h.Source, &h.Destination, &h.Entity, &h.Behind, &h.BehindStatus, &h.Waiting, &h.Since)
+			return h, err
+		})
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ErrTooSlow) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("error listing held entities: %w", err)
+	}
+	return out, nil
 }

@@ -1,7 +1,9 @@
 package gateway_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/dedupe"
+	"github.com/webhookd/webhookd/gateway/admin"
 	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 	"github.com/webhookd/webhookd/jobs"
 )
@@ -226,23 +229,55 @@ func TestFIFOSkip(t *testing.T) {
 		}
 	}
 
-	admin := func(path, body string) (int, string) {
+	post := func(path, body string) (int, string) {
 		h := http.Header{"Authorization": {"Bearer " + token}}
 		code, b := p.Post(t, path, h, []byte(body))
 		return code, string(b)
 	}
-	if code, b := admin("/admin/events/stripe/evt_c0_1/skip", `{"destination":"ledger","by":"ops"}`); code != http.StatusBadRequest {
+	get := func(path string) string {
+		req, _ := http.NewRequest(http.MethodGet, p.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		if strings.Contains(path, "/view/") {
+			req.Header.Set("Accept", "text/html")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	var held admin.HeldEntitiesJSON
+	if err := json.Unmarshal([]byte(get("/admin/entities?state=held")), &held); err != nil {
+		t.Fatal(err)
+	}
+	if len(held.Entities) != 1 || held.Entities[0].Entity != "cus_c0" || held.Entities[0].Destination != "ledger" ||
+		held.Entities[0].Behind != "evt_c0_1" || held.Entities[0].BehindStatus != dedupe.StatusDead ||
+		held.Entities[0].Waiting != 2 || time.Since(held.Entities[0].Since) > time.Minute {
+		t.Errorf("held entities %+v, want cus_c0 on ledger behind evt_c0_1 (dead), 2 waiting", held.Entities)
+	}
+	if page := get("/admin/view/destinations"); !strings.Contains(page, "cus_c0") || !strings.Contains(page, "evt_c0_1") {
+		t.Errorf("the destinations page does not show the held entity:\n%s", page)
+	}
+	if code, b := post("/admin/events/stripe/evt_c0_1/skip", `{"destination":"ledger","by":"ops"}`); code != http.StatusBadRequest {
 		t.Errorf("a skip without a reason answered %d %s, want 400", code, b)
 	}
-	if code, b := admin("/admin/events/stripe/evt_c1_0/skip", `{"destination":"ledger","reason":"x"}`); code != http.StatusConflict {
+	if code, b := post("/admin/events/stripe/evt_c1_0/skip", `{"destination":"ledger","reason":"x"}`); code != http.StatusConflict {
 		t.Errorf("a skip of a done run answered %d %s, want 409", code, b)
 	}
-	code, b := admin("/admin/events/stripe/evt_c0_1/skip", `{"destination":"ledger","by":"ops","reason":"customer deleted upstream"}`)
+	code, b := post("/admin/events/stripe/evt_c0_1/skip", `{"destination":"ledger","by":"ops","reason":"customer deleted upstream"}`)
 	if code != http.StatusOK || !strings.Contains(b, `"action":"skipped"`) {
 		t.Fatalf("skip answered %d %s, want 200 skipped", code, b)
 	}
 	pipelinetest.Eventually(t, 30*time.Second, "cus_c0 delivered past the skipped event", func() bool { return sink.delivered() == 11 })
 	time.Sleep(500 * time.Millisecond)
+	if err := json.Unmarshal([]byte(get("/admin/entities")), &held); err != nil || len(held.Entities) != 0 {
+		t.Errorf("held entities after the skip: %+v (%v), want none", held.Entities, err)
+	}
 
 	sink.mu.Lock()
 	got := slices.Clone(sink.order["cus_c0"])

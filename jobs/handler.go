@@ -238,7 +238,7 @@ func (h *Handler) guard(ctx context.Context, log *slog.Logger, p DeliverPayload,
 			// Not an attempt: polled often, since the head usually
 			// settles within a call's time.
 			return nil, callResult{outcome: dedupe.OutcomeHold, wait: fifoPoll, err: "an earlier event of the entity is not settled",
-				label: "entity_order", holdReason: "order: waiting behind " + head.Behind}, false
+				label: "entity_order", holdReason: dedupe.OrderHoldPrefix + head.Behind}, false
 		}
 		res.sequence = head.Sequence
 		if ev.OrderVersion == "" {

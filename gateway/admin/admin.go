@@ -30,6 +30,7 @@ type eventStore interface {
 	FeedBacklog(ctx context.Context, c dedupe.FeedCursor, f dedupe.FeedFilter, most int) (int, bool, error)
 	RuleSamples(ctx context.Context, source string, since time.Time, limit int) ([]dedupe.RuleSample, error)
 	ListRejected(ctx context.Context, source string, before int64, limit int) ([]dedupe.Rejected, error)
+	HeldEntities(ctx context.Context, source, destination string, limit int) ([]dedupe.HeldEntity, error)
 }
 
 // Config configures the admin surface.
@@ -235,6 +236,7 @@ func (a *Admin) Mount(e *echo.Echo) {
 	g.POST("/reload", a.reload)
 	g.POST("/rules/test", a.rulesTest)
 	g.GET("/rejected", a.listRejected)
+	g.GET("/entities", a.listEntities)
 	g.GET("/view/rejected", a.browseRejected)
 
 	g.GET("/", a.browseList)

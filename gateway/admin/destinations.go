@@ -164,8 +164,10 @@ func bindJSONBody(c echo.Context, dst any) error {
 type destinationsPage struct {
 	viewer
 	Destinations []DestinationJSON
-	Error        string
-	Flash        string
+	// Held are the entities waiting for order (fifo), oldest first.
+	Held  []HeldEntityJSON
+	Error string
+	Flash string
 }
 
 // browseDestinations handles GET /admin/view/destinations.
@@ -178,6 +180,11 @@ func (a *Admin) browseDestinations(c echo.Context) error {
 	for _, st := range list {
 		data.Destinations = append(data.Destinations, toDestinationJSON(st))
 	}
+	held, err := a.heldEntities(c)
+	if err != nil {
+		return httpError(err)
+	}
+	data.Held = held.Entities
 	return a.render(c, http.StatusOK, "destinations", &data)
 }
 
