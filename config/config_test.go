@@ -293,6 +293,18 @@ func TestParseConfigErrors(t *testing.T) {
 			expectText: []string{"sources[2].verify", "verify.timestamp_header", "signed_content must contain {timestamp}"},
 		},
 		{
+			name: "reorder_window without fifo",
+			givenYAML: strings.Replace(validConfig, "      secrets: [\"s3cr3t\"]\n",
+				"      secrets: [\"s3cr3t\"]\n    order:\n      entity: json:repository.id\n      version: json:v\n      reorder_window: 2s\n", 1),
+			expectText: []string{"sources[1].order.reorder_window", "applies only with mode: fifo and a version"},
+		},
+		{
+			name: "reorder_window out of range",
+			givenYAML: strings.Replace(validConfig, "      secrets: [\"s3cr3t\"]\n",
+				"      secrets: [\"s3cr3t\"]\n    order:\n      entity: json:repository.id\n      version: json:v\n      mode: fifo\n      reorder_window: 2h\n", 1),
+			expectText: []string{"sources[1].order.reorder_window", "out of range"},
+		},
+		{
 			name: "order version from a header github does not sign",
 			givenYAML: strings.Replace(validConfig, "      secrets: [\"s3cr3t\"]\n",
 				"      secrets: [\"s3cr3t\"]\n    order:\n      entity: json:repository.id\n      version: header:X-Version\n", 1),

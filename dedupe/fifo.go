@@ -16,6 +16,9 @@ type HeadRequest struct {
 	// HoldOnFailure counts a failed or dead run of an earlier event as
 	// not settled: the entity waits for it to be replayed.
 	HoldOnFailure bool
+	// ReorderWindow is how long after it was recorded the event waits
+	// for an earlier version that may still arrive (0: none).
+	ReorderWindow time.Duration
 }
 
 // Head is an event's place in its entity's order for a destination.
@@ -28,6 +31,10 @@ type Head struct {
 	// entity's events recorded before it (or of a lower version), plus
 	// one.
 	Sequence int
+	// Wait is how much longer the event, the entity's head, waits for an
+	// earlier version that may still arrive (HeadRequest.ReorderWindow);
+	// 0 when it may be called now.
+	Wait time.Duration
 }
 
 // headSQL finds an event's place in its entity: "before" is version
@@ -58,19 +65,25 @@ SELECT (SELECT e.external_id FROM earlier e
                             WHERE r.source = $1 AND r.external_id = e.external_id AND r.destination = $2
                             ORDER BY r.generation DESC LIMIT 1), false)
         ORDER BY e.received_at, e.external_id LIMIT 1),
-       (SELECT count(*) + 1 FROM earlier)`
+       (SELECT count(*) + 1 FROM earlier),
+       (SELECT GREATEST(ceil(EXTRACT(EPOCH FROM received_at + $6 * interval '1 millisecond' - now()) * 1000), 0)::bigint FROM cur)`
 
 // Head returns where r's event stands in its entity's order for r's
-// destination: the event it waits behind, if any, and its sequence.
+// destination: the event it waits behind, if any, its sequence, and, as
+// the head, how long it still waits for its reorder window.
 func (s *Store) Head(ctx context.Context, r HeadRequest) (Head, error) {
 	var h Head
 	var behind *string
-	if err := s.pool.QueryRow(ctx, headSQL, r.Source, r.Destination, r.Entity, r.ExternalID, r.HoldOnFailure).
-		Scan(&behind, &h.Sequence); err != nil {
+	var waitMS *int64
+	if err := s.pool.QueryRow(ctx, headSQL, r.Source, r.Destination, r.Entity, r.ExternalID, r.HoldOnFailure,
+		r.ReorderWindow.Milliseconds()).Scan(&behind, &h.Sequence, &waitMS); err != nil {
 		return Head{}, fmt.Errorf("error finding the head of entity %s: %w", r.Entity, err)
 	}
 	if behind != nil {
 		h.Behind = *behind
+	}
+	if waitMS != nil && behind == nil {
+		h.Wait = time.Duration(*waitMS) * time.Millisecond
 	}
 	return h, nil
 }

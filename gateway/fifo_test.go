@@ -293,3 +293,49 @@ func TestFIFOSkip(t *testing.T) {
 		t.Errorf("the skipped event was delivered %d times", n)
 	}
 }
+
+// TestFIFOReorderWindow: with reorder_window 2s, versions 2 then 1 of one
+// entity sent 300 ms apart are called 1 then 2 (version 2 waited for
+// version 1); a version arriving after its successor was called is
+// skipped_stale and never called.
+func TestFIFOReorderWindow(t *testing.T) {
+	t.Parallel()
+	sink := newEntitySink(t, func(string, int) int { return http.StatusOK })
+	p := pipelinetest.Start(t, pipelinetest.Options{Destinations: map[string]string{"ledger": sink.URL},
+		OrderEntity: "json:data.object.customer", OrderVersion: "json:version", OrderMode: "fifo",
+		ReorderWindow: 2 * time.Second})
+	send := func(id string, version int) {
+		body := fmt.Sprintf(`{"id":%q,"type":"customer.updated","version":%d,"data":{"object":{"customer":"cus_r"}}}`, id, version)
+		if code, b := p.Send(t, []byte(body)); code != http.StatusAccepted {
+			t.Fatalf("send %s: %d %s", id, code, b)
+		}
+	}
+	start := time.Now()
+	send("evt_r_v2", 2)
+	time.Sleep(300 * time.Millisecond)
+	send("evt_r_v1", 1)
+	pipelinetest.Eventually(t, 30*time.Second, "both versions delivered", func() bool { return sink.delivered() == 2 })
+	if d := time.Since(start); d < 2*time.Second {
+		t.Errorf("both delivered %s after the first was sent, within the 2s window", d)
+	}
+	sink.mu.Lock()
+	got, seqs := slices.Clone(sink.order["cus_r"]), slices.Clone(sink.sequences["cus_r"])
+	sink.mu.Unlock()
+	if want := []string{"evt_r_v1", "evt_r_v2"}; !slices.Equal(got, want) {
+		t.Errorf("called %v, want %v (version order)", got, want)
+	}
+	if want := []int{1, 2}; !slices.Equal(seqs, want) {
+		t.Errorf("Webhookd-Sequence %v, want %v", seqs, want)
+	}
+
+	send("evt_r_v0", 0) // older than what was called
+	pipelinetest.Eventually(t, 30*time.Second, "the late version settled", func() bool {
+		return p.Schema.Int(t, `SELECT count(*) FROM job_runs WHERE external_id = 'evt_r_v0' AND status = 'skipped_stale'`) == 1
+	})
+	if n := sink.delivered(); n != 2 {
+		t.Errorf("%d delivered, want 2: the late version was called", n)
+	}
+	if n := p.Schema.Int(t, `SELECT count(*) FROM delivery_attempts WHERE key LIKE '%evt_r_v0'`); n != 0 {
+		t.Errorf("the late version has %d calls", n)
+	}
+}

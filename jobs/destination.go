@@ -125,6 +125,10 @@ type OrderPolicy struct {
 	// HoldOnFailure keeps an entity's later events waiting behind a
 	// failed or dead one; else that one counts as settled.
 	HoldOnFailure bool
+	// ReorderWindow is how long an event waits, after it was recorded,
+	// for an earlier version of its entity that may still arrive (held,
+	// "order: reorder window"); 0 waits for none.
+	ReorderWindow time.Duration
 }
 
 // Destination is where an event's work goes: a DestinationSpec checked,

@@ -229,7 +229,7 @@ func (h *Handler) guard(ctx context.Context, log *slog.Logger, p DeliverPayload,
 	}
 	if dest.Order.FIFO {
 		head, err := h.store.Head(ctx, dedupe.HeadRequest{Source: p.Source, Destination: p.Destination, Entity: ev.OrderEntity,
-			ExternalID: p.EventID, HoldOnFailure: dest.Order.HoldOnFailure})
+			ExternalID: p.EventID, HoldOnFailure: dest.Order.HoldOnFailure, ReorderWindow: dest.Order.ReorderWindow})
 		if err != nil {
 			log.WarnContext(ctx, "ordering check failed", slog.String("error", err.Error()))
 			return nil, callResult{outcome: dedupe.OutcomeRetry, err: "ordering check failed"}, false
@@ -239,6 +239,12 @@ func (h *Handler) guard(ctx context.Context, log *slog.Logger, p DeliverPayload,
 			// settles within a call's time.
 			return nil, callResult{outcome: dedupe.OutcomeHold, wait: fifoPoll, err: "an earlier event of the entity is not settled",
 				label: "entity_order", holdReason: dedupe.OrderHoldPrefix + head.Behind}, false
+		}
+		if head.Wait > 0 {
+			// The head waits out its reorder window: an earlier version
+			// may still arrive. Not an attempt.
+			return nil, callResult{outcome: dedupe.OutcomeHold, wait: head.Wait, err: "waiting for an earlier version that may still arrive",
+				label: "reorder_window", holdReason: "order: reorder window"}, false
 		}
 		res.sequence = head.Sequence
 		if ev.OrderVersion == "" {
