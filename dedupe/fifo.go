@@ -19,6 +19,11 @@ type HeadRequest struct {
 	// ReorderWindow is how long after it was recorded the event waits
 	// for an earlier version that may still arrive (0: none).
 	ReorderWindow time.Duration
+	// Key and Call name the call its claim is about to make: when the
+	// event may go and has no version, Head logs it in
+	// delivery_attempts as started (Call 0 logs nothing).
+	Key  string
+	Call int
 }
 
 // Head is an event's place in its entity's order for a destination.
@@ -43,7 +48,12 @@ type Head struct {
 // only if the destination is in its plan (or it has no plan), and is
 // settled when its latest run for the destination is done, filtered or
 // skipped_stale, or failed for good or dead and either skipped by an
-// operator (SkipRun) or not holding the entity ($5 false).
+// operator (SkipRun) or not holding the entity ($5 false). When the event
+// may go now (no earlier one unsettled, its reorder window $6 ms passed)
+// and has no version, it logs the call ($8 of key $7) about to be made as
+// 'calling', as the version guard does for a versioned one: a sweep marks
+// it 'unknown' if the worker stops before the outcome, so the audit
+// counts the call.
 const headSQL = `
 WITH cur AS (
     SELECT received_at, external_id, order_version FROM events WHERE source = $1 AND external_id = $4
@@ -55,28 +65,36 @@ WITH cur AS (
                     AND webhookd_version_cmp(p.order_version, cur.order_version) <> 0
                THEN webhookd_version_cmp(p.order_version, cur.order_version) < 0
                ELSE (p.received_at, p.external_id) < (cur.received_at, cur.external_id) END
+), head AS MATERIALIZED (
+    SELECT (SELECT e.external_id FROM earlier e
+            WHERE (e.plan IS NULL OR $2 = ANY (e.plan))
+              AND NOT COALESCE((SELECT r.status IN ('done', 'filtered', 'skipped_stale')
+                                       OR ((NOT $5 OR r.skipped_at IS NOT NULL)
+                                           AND (r.status = 'dead' OR (r.status = 'failed' AND r.permanent)))
+                                FROM job_runs r
+                                WHERE r.source = $1 AND r.external_id = e.external_id AND r.destination = $2
+                                ORDER BY r.generation DESC LIMIT 1), false)
+            ORDER BY e.received_at, e.external_id LIMIT 1) AS behind,
+           (SELECT count(*) + 1 FROM earlier) AS sequence,
+           (SELECT GREATEST(ceil(EXTRACT(EPOCH FROM received_at + $6 * interval '1 millisecond' - now()) * 1000), 0)::bigint
+            FROM cur) AS wait_ms
+), started AS (
+    INSERT INTO delivery_attempts (key, call, succeeded, duration_ms, state)
+    SELECT $7, $8, false, 0, 'calling' FROM head, cur
+    WHERE $8 > 0 AND head.behind IS NULL AND head.wait_ms = 0 AND NULLIF(cur.order_version, '') IS NULL
 )
-SELECT (SELECT e.external_id FROM earlier e
-        WHERE (e.plan IS NULL OR $2 = ANY (e.plan))
-          AND NOT COALESCE((SELECT r.status IN ('done', 'filtered', 'skipped_stale')
-                                   OR ((NOT $5 OR r.skipped_at IS NOT NULL)
-                                       AND (r.status = 'dead' OR (r.status = 'failed' AND r.permanent)))
-                            FROM job_runs r
-                            WHERE r.source = $1 AND r.external_id = e.external_id AND r.destination = $2
-                            ORDER BY r.generation DESC LIMIT 1), false)
-        ORDER BY e.received_at, e.external_id LIMIT 1),
-       (SELECT count(*) + 1 FROM earlier),
-       (SELECT GREATEST(ceil(EXTRACT(EPOCH FROM received_at + $6 * interval '1 millisecond' - now()) * 1000), 0)::bigint FROM cur)`
+SELECT behind, sequence, wait_ms FROM head`
 
 // Head returns where r's event stands in its entity's order for r's
 // destination: the event it waits behind, if any, its sequence, and, as
-// the head, how long it still waits for its reorder window.
+// the head, how long it still waits for its reorder window. When the
+// event may go now it logs r.Call as started (see HeadRequest.Key).
 func (s *Store) Head(ctx context.Context, r HeadRequest) (Head, error) {
 	var h Head
 	var behind *string
 	var waitMS *int64
 	if err := s.pool.QueryRow(ctx, headSQL, r.Source, r.Destination, r.Entity, r.ExternalID, r.HoldOnFailure,
-		r.ReorderWindow.Milliseconds()).Scan(&behind, &h.Sequence, &waitMS); err != nil {
+		r.ReorderWindow.Milliseconds(), r.Key, r.Call).Scan(&behind, &h.Sequence, &waitMS); err != nil {
 		return Head{}, fmt.Errorf("error finding the head of entity %s: %w", r.Entity, err)
 	}
 	if behind != nil {

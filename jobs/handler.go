@@ -229,7 +229,8 @@ func (h *Handler) guard(ctx context.Context, log *slog.Logger, p DeliverPayload,
 	}
 	if dest.Order.FIFO {
 		head, err := h.store.Head(ctx, dedupe.HeadRequest{Source: p.Source, Destination: p.Destination, Entity: ev.OrderEntity,
-			ExternalID: p.EventID, HoldOnFailure: dest.Order.HoldOnFailure, ReorderWindow: dest.Order.ReorderWindow})
+			ExternalID: p.EventID, HoldOnFailure: dest.Order.HoldOnFailure, ReorderWindow: dest.Order.ReorderWindow,
+			Key: p.Key(), Call: claim.Call})
 		if err != nil {
 			log.WarnContext(ctx, "ordering check failed", slog.String("error", err.Error()))
 			return nil, callResult{outcome: dedupe.OutcomeRetry, err: "ordering check failed"}, false
