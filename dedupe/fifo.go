@@ -223,3 +223,41 @@ func (s *Store) HeldEntities(ctx context.Context, source, destination string, li
 	}
 	return out, nil
 }
+
+// OrderWait counts the runs of one destination held by order (fifo).
+type OrderWait struct {
+	Source, Destination string
+	// Waiting counts the runs held behind an earlier event of their
+	// entity; Oldest is how long the oldest of them has waited (since
+	// its run was created).
+	Waiting int
+	Oldest  time.Duration
+}
+
+// orderWaitsSQL counts the runs held by order per destination.
+const orderWaitsSQL = `
+SELECT source, destination, count(*)::int, (EXTRACT(EPOCH FROM now() - min(created_at)) * 1000)::bigint
+FROM job_runs
+WHERE status = 'running' AND held_until IS NOT NULL AND starts_with(hold_reason, $1)
+GROUP BY source, destination`
+
+// OrderWaits counts, per destination with any, the runs held behind an
+// earlier event of their entity (fifo), and the oldest one's wait, for
+// the metrics.
+func (s *Store) OrderWaits(ctx context.Context) ([]OrderWait, error) {
+	rows, err := s.pool.Query(ctx, orderWaitsSQL, OrderHoldPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("error counting runs held by order: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OrderWait, error) {
+		var w OrderWait
+		var ms int64
+		err := row.Scan(&w.Source, &w.Destination, &w.Waiting, &ms)
+		w.Oldest = time.Duration(ms) * time.Millisecond
+		return w, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error counting runs held by order: %w", err)
+	}
+	return out, nil
+}

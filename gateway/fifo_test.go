@@ -279,6 +279,35 @@ func TestFIFOSkip(t *testing.T) {
 	if !shown() {
 		t.Errorf("held entities %+v, want cus_c0 on ledger behind evt_c0_1 (dead), 2 waiting, also on the page:\n%s", held.Entities, page)
 	}
+	// The metrics: the runs waiting for order and the oldest wait; an
+	// event without the entity field is counted unordered.
+	metric := func(name string) float64 {
+		resp, err := http.Get(p.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				return f
+			}
+		}
+		t.Fatalf("no %s in /metrics", name)
+		return 0
+	}
+	const waitingSeries = `webhookd_order_waiting{destination="ledger",source="stripe"}`
+	const oldestSeries = `webhookd_order_oldest_wait_seconds{destination="ledger",source="stripe"}`
+	pipelinetest.Eventually(t, 5*time.Second, "the order metrics", func() bool {
+		return metric(waitingSeries) == 2 && metric(oldestSeries) > 0.5
+	})
+	if code, b := p.Send(t, []byte(`{"id":"evt_c_none","type":"customer.updated","data":{"object":{}}}`)); code != http.StatusAccepted {
+		t.Fatalf("send: %d %s", code, b)
+	}
+	if n := metric(`webhookd_unordered_events_total{source="stripe"}`); n != 1 {
+		t.Errorf("webhookd_unordered_events_total %v, want 1", n)
+	}
 	if code, b := post("/admin/events/stripe/evt_c0_1/skip", `{"destination":"ledger","by":"ops"}`); code != http.StatusBadRequest {
 		t.Errorf("a skip without a reason answered %d %s, want 400", code, b)
 	}
@@ -289,7 +318,10 @@ func TestFIFOSkip(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(b, `"action":"skipped"`) {
 		t.Fatalf("skip answered %d %s, want 200 skipped", code, b)
 	}
-	pipelinetest.Eventually(t, 30*time.Second, "cus_c0 delivered past the skipped event", func() bool { return sink.delivered() == 11 })
+	pipelinetest.Eventually(t, 30*time.Second, "cus_c0 delivered past the skipped event", func() bool { return sink.delivered() == 12 })
+	pipelinetest.Eventually(t, 5*time.Second, "the order metrics at zero", func() bool {
+		return metric(waitingSeries) == 0 && metric(oldestSeries) == 0
+	})
 	time.Sleep(500 * time.Millisecond)
 	if err := json.Unmarshal([]byte(get("/admin/entities")), &held); err != nil || len(held.Entities) != 0 {
 		t.Errorf("held entities after the skip: %+v (%v), want none", held.Entities, err)
