@@ -338,6 +338,16 @@ func TestParseConfigErrors(t *testing.T) {
 			expectText: []string{"sources[0].destinations[0].rate_limit", "N/s or N/m"},
 		},
 		{
+			name:       "fair_by without concurrency",
+			givenYAML:  strings.Replace(validConfig, "        max_attempts: 3\n", "        max_attempts: 3\n        fair_by: json:account\n", 1),
+			expectText: []string{"sources[0].destinations[0].fair_by", "set concurrency"},
+		},
+		{
+			name:       "fair_by that is no field",
+			givenYAML:  strings.Replace(validConfig, "        max_attempts: 3\n", "        max_attempts: 3\n        concurrency: 4\n        fair_by: body-sha256\n", 1),
+			expectText: []string{"sources[0].destinations[0].fair_by", "json:<path> or header:<Name>"},
+		},
+		{
 			name:       "negative concurrency",
 			givenYAML:  strings.Replace(validConfig, "        max_attempts: 3\n", "        max_attempts: 3\n        concurrency: -1\n", 1),
 			expectText: []string{"sources[0].destinations[0].concurrency", "negative"},

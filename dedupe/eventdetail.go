@@ -314,3 +314,21 @@ func scanRun(row pgx.Row) (Run, error) {
 	}
 	return r, nil
 }
+
+// eventContentSQL reads what an event's fields are read from, by its
+// primary key.
+const eventContentSQL = `SELECT headers, payload FROM events WHERE source = $1 AND external_id = $2`
+
+// EventContent returns an event's stored headers (JSON) and payload, to
+// read a field of it before its run is claimed (a destination's
+// fair_by). It returns ErrNotFound when the event is not stored.
+func (s *Store) EventContent(ctx context.Context, source, externalID string) (headers, payload []byte, err error) {
+	err = s.pool.QueryRow(ctx, eventContentSQL, source, externalID).Scan(&headers, &payload)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, fmt.Errorf("event %s/%s: %w", source, externalID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("error reading event content: %w", err)
+	}
+	return headers, payload, nil
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
 	"github.com/webhookd/webhookd/internal/field"
 	"github.com/webhookd/webhookd/internal/glob"
@@ -53,6 +54,12 @@ type DestinationSpec struct {
 	// Concurrency caps the calls in flight, all workers together; 0 means
 	// no cap.
 	Concurrency int `yaml:"concurrency"`
+	// FairBy names a value of each event (json:<path> or header:<Name>:
+	// a tenant, a shop) among which the destination's concurrency is
+	// shared fairly: while several values have calls waiting, none takes
+	// more than its share of the slots. Needs Concurrency. Empty: first
+	// come, first served.
+	FairBy string `yaml:"fair_by"`
 	// Circuit tunes the circuit breaker; nil keeps its defaults.
 	Circuit *CircuitSpec `yaml:"circuit"`
 	// Filter lists the event types (globs) the destination wants; nil
@@ -145,6 +152,9 @@ type Destination struct {
 	// Concurrency caps the calls in flight, all workers together; 0 means
 	// no cap.
 	Concurrency int
+	// FairBy, when set, reads the value each event's calls share
+	// Concurrency by (DestinationSpec.FairBy).
+	FairBy *eventid.Extractor
 	// Rate caps the calls per period, all workers together, with a burst
 	// of at most one second's worth; nil means no cap.
 	Rate *redis_rate.Limit
@@ -247,6 +257,18 @@ func NewDestination(spec DestinationSpec, opts DestinationOptions) (Destination,
 		add("concurrency", "must not be negative")
 	case spec.Concurrency > maxConcurrency:
 		add("concurrency", "must be at most %d", maxConcurrency)
+	}
+	if spec.FairBy != "" {
+		x, err := eventid.Parse(spec.FairBy)
+		switch {
+		case err == nil && spec.FairBy == "body-sha256":
+			add("fair_by", "want json:<path> or header:<Name> (a tenant is never a hash)")
+		case err != nil:
+			add("fair_by", "%s", err)
+		case spec.Concurrency == 0:
+			add("fair_by", "shares the destination's concurrency: set concurrency")
+		}
+		d.FairBy = &x
 	}
 	if spec.RateLimit != "" {
 		rate, err := parseRate(spec.RateLimit)

@@ -22,6 +22,7 @@ type runStore interface {
 	AdvanceVersion(ctx context.Context, r dedupe.VersionRequest) (dedupe.Version, error)
 	ReleaseVersion(ctx context.Context, r dedupe.VersionRequest) error
 	Head(ctx context.Context, r dedupe.HeadRequest) (dedupe.Head, error)
+	EventContent(ctx context.Context, source, externalID string) (headers, payload []byte, err error)
 }
 
 // HandlerConfig configures the deliver handler.
@@ -83,6 +84,8 @@ type Handler struct {
 	store  runStore
 	cfg    HandlerConfig
 	tracer trace.Tracer // nil when tracing is off
+	// fair remembers events' fair_by values (fairValue).
+	fair fairCache
 }
 
 // NewHandler returns a Handler that claims keys in store.

@@ -82,6 +82,7 @@ const (
 	holdCircuitOpen  = "circuit_open"
 	holdCircuitProbe = "circuit_probe"
 	holdConcurrency  = "concurrency"
+	holdFairShare    = "fair_share"
 	holdRate         = "rate"
 	pausedHold       = 30 * time.Second
 	// slotMargin is added to a destination's timeout as a concurrency
@@ -93,7 +94,7 @@ const (
 )
 
 // holdReasons lists every hold reason, for metrics that exist at zero.
-var holdReasons = []string{holdPaused, holdCircuitOpen, holdCircuitProbe, holdConcurrency, holdRate}
+var holdReasons = []string{holdPaused, holdCircuitOpen, holdCircuitProbe, holdConcurrency, holdFairShare, holdRate}
 
 // admission is Steering's answer for one call: go (hold is 0), or wait
 // for hold.
@@ -107,6 +108,8 @@ type admission struct {
 	// local is true when this process admitted the call from its view of
 	// the circuit (a destination with no limit).
 	local bool
+	// fair is the fair_by value the call's slot counts toward, or "".
+	fair string
 }
 
 // destinationKeys returns the Redis keys of a destination's steering
@@ -117,20 +120,35 @@ func destinationKeys(source, destination string) (prefix string) {
 
 // admitScript decides the circuit and the concurrency slot of one call;
 // every call admitted holds a slot (also without a limit), so the slots
-// count the calls in flight.
+// count the calls in flight. With a fair value (fair_by), a value that
+// holds its share of the slots (the limit over the values active now,
+// rounded up) while others are active waits ("fair_share"), and the
+// waiters counted for the hold's spread are the value's own.
 //
 // KEYS: slots (zset: slot → expiry ms), circuit (hash: fails, last ms),
-// probe (string: the probing slot), waiters (zset: job key → expiry ms).
+// probe (string: the probing slot), waiters (zset: job key → expiry ms);
+// with a fair value also the value's slots (zset), the active values
+// (zset: value → until ms) and the value's waiters (zset).
 // ARGV: now ms, slot id, slot ttl ms, concurrency limit (0: none),
-// failures threshold (0: no circuit), cooldown ms, job key.
+// failures threshold (0: no circuit), cooldown ms, job key; with a fair
+// value also the value and how long a value stays active after its last
+// call or wait, ms.
 // Returns {reason or "ok", ms (wait or 0), waiters, probe (0/1)}.
 var admitScript = redis.NewScript(`
 local now, slot, ttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local limit, threshold, cooldown, key = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local fair = #KEYS >= 7
 local function hold(reason, ms)
   redis.call("ZADD", KEYS[4], now + ms + ttl, key)
   redis.call("ZREMRANGEBYSCORE", KEYS[4], "-inf", now)
-  return {reason, ms, redis.call("ZCARD", KEYS[4]), 0}
+  local n = redis.call("ZCARD", KEYS[4])
+  if fair then
+    redis.call("ZADD", KEYS[7], now + ms + ttl, key)
+    redis.call("PEXPIRE", KEYS[7], ms + ttl)
+    redis.call("ZREMRANGEBYSCORE", KEYS[7], "-inf", now)
+    n = redis.call("ZCARD", KEYS[7])
+  end
+  return {reason, ms, n, 0}
 end
 local probe = 0
 if threshold > 0 then
@@ -147,6 +165,19 @@ if threshold > 0 then
   end
 end
 redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)
+if fair then
+  local active = tonumber(ARGV[9])
+  redis.call("ZREMRANGEBYSCORE", KEYS[5], "-inf", now)
+  redis.call("ZREMRANGEBYSCORE", KEYS[6], "-inf", now)
+  local seen = tonumber(redis.call("ZSCORE", KEYS[6], ARGV[8]) or "0")
+  if seen < now + active then redis.call("ZADD", KEYS[6], now + active, ARGV[8]) end
+  redis.call("PEXPIRE", KEYS[6], ttl + active)
+  local values = redis.call("ZCARD", KEYS[6])
+  if limit > 0 and values > 1 and redis.call("ZCARD", KEYS[5]) >= math.ceil(limit / values) then
+    if probe == 1 then redis.call("DEL", KEYS[3]) end
+    return hold("fair_share", 0)
+  end
+end
 if limit > 0 and redis.call("ZCARD", KEYS[1]) >= limit then
   if probe == 1 then redis.call("DEL", KEYS[3]) end
   return hold("concurrency", 0)
@@ -154,21 +185,39 @@ end
 redis.call("ZADD", KEYS[1], now + ttl, slot)
 redis.call("PEXPIRE", KEYS[1], ttl)
 redis.call("ZREM", KEYS[4], key)
+if fair then
+  redis.call("ZADD", KEYS[5], now + ttl, slot)
+  redis.call("PEXPIRE", KEYS[5], ttl)
+  redis.call("ZREM", KEYS[7], key)
+  -- active while its call lasts; release shortens it
+  local seen = tonumber(redis.call("ZSCORE", KEYS[6], ARGV[8]) or "0")
+  if seen < now + ttl then redis.call("ZADD", KEYS[6], now + ttl, ARGV[8]) end
+  redis.call("PEXPIRE", KEYS[6], ttl + tonumber(ARGV[9]))
+end
 return {"ok", 0, 0, probe}
 `)
 
 // releaseScript gives a call's slot back and records its outcome in the
 // circuit: a success closes it, a failure counts toward opening it.
 //
-// KEYS: slots, circuit, probe. ARGV: slot id ("" for a call admitted
-// without one), outcome class ("success", "failure" or "other"), now ms,
-// failures threshold. Returns {"opened", "closed" or "", failures in a
-// row now}.
+// KEYS: slots, circuit, probe; with a fair value also the value's slots
+// and the active values. ARGV: slot id ("" for a call admitted without
+// one), outcome class ("success", "failure" or "other"), now ms, failures
+// threshold; with a fair value also the value and how long it stays
+// active after its last call, ms. Returns {"opened", "closed" or "",
+// failures in a row now}.
 var releaseScript = redis.NewScript(`
 local slot, class, now, threshold = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 if slot ~= "" then
   redis.call("ZREM", KEYS[1], slot)
   if redis.call("GET", KEYS[3]) == slot then redis.call("DEL", KEYS[3]) end
+  if #KEYS >= 5 then
+    redis.call("ZREM", KEYS[4], slot)
+    redis.call("ZREMRANGEBYSCORE", KEYS[4], "-inf", now)
+    if redis.call("ZCARD", KEYS[4]) == 0 then
+      redis.call("ZADD", KEYS[5], "XX", now + tonumber(ARGV[6]), ARGV[5])
+    end
+  end
 end
 local fails = tonumber(redis.call("HGET", KEYS[2], "fails") or "0")
 if threshold <= 0 then return {"", fails} end
@@ -196,7 +245,10 @@ return redis.call("ZCARD", KEYS[1])
 // admit decides whether a call of key to dest may go now. It returns an
 // error when Redis does not answer; the caller then holds the task as for
 // any failure to claim.
-func (s *Steering) admit(ctx context.Context, source string, dest Destination, key string) (admission, error) {
+//
+// fair, when not empty, is the call's fair_by value (fairValue): the
+// destination's concurrency is shared among the values active now.
+func (s *Steering) admit(ctx context.Context, source string, dest Destination, key, fair string) (admission, error) {
 	if s.paused(source, dest.Name) {
 		return admission{hold: jittered(pausedHold), reason: holdPaused}, nil
 	}
@@ -214,10 +266,14 @@ func (s *Steering) admit(ctx context.Context, source string, dest Destination, k
 	now := s.now()
 	slot := key + "/" + randomSuffix()
 	ttl := dest.Timeout + slotMargin
-	res, err := admitScript.Run(ctx, s.rdb,
-		[]string{prefix + "slots", prefix + "circuit", prefix + "probe", prefix + "waiters"},
-		now.UnixMilli(), slot, ttl.Milliseconds(), dest.Concurrency, dest.Circuit.Failures,
-		dest.Circuit.Cooldown.Milliseconds(), key).Slice()
+	keys := []string{prefix + "slots", prefix + "circuit", prefix + "probe", prefix + "waiters"}
+	args := []any{now.UnixMilli(), slot, ttl.Milliseconds(), dest.Concurrency, dest.Circuit.Failures,
+		dest.Circuit.Cooldown.Milliseconds(), key}
+	if fair != "" {
+		keys = append(keys, fairKeys(prefix, fair)...)
+		args = append(args, fair, fairActive.Milliseconds())
+	}
+	res, err := admitScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
 		return admission{}, fmt.Errorf("error checking destination %s/%s: %w", source, dest.Name, err)
 	}
@@ -228,13 +284,13 @@ func (s *Steering) admit(ctx context.Context, source string, dest Destination, k
 	switch reason {
 	case holdCircuitOpen, holdCircuitProbe:
 		return admission{hold: jittered(time.Duration(ms) * time.Millisecond), reason: reason}, nil
-	case holdConcurrency:
+	case holdConcurrency, holdFairShare:
 		// Spread the waiters over the time the slots take to turn over,
 		// so they do not all come back at once.
 		spread := time.Duration(float64(minConcurrentHold) * (1 + float64(waiters)/float64(dest.Concurrency)))
 		return admission{hold: jittered(min(spread, maxSteeringHold)), reason: reason}, nil
 	}
-	adm := admission{slot: slot, probe: probe == 1}
+	adm := admission{slot: slot, probe: probe == 1, fair: fair}
 	if dest.Rate == nil {
 		return adm, nil
 	}
@@ -281,8 +337,13 @@ func (s *Steering) release(ctx context.Context, source string, dest Destination,
 		return ""
 	}
 	prefix := destinationKeys(source, dest.Name)
-	res, err := releaseScript.Run(ctx, s.rdb, []string{prefix + "slots", prefix + "circuit", prefix + "probe"},
-		adm.slot, class, s.now().UnixMilli(), dest.Circuit.Failures).Slice()
+	keys := []string{prefix + "slots", prefix + "circuit", prefix + "probe"}
+	args := []any{adm.slot, class, s.now().UnixMilli(), dest.Circuit.Failures}
+	if adm.fair != "" {
+		keys = append(keys, fairKeys(prefix, adm.fair)[:2]...)
+		args = append(args, adm.fair, fairActive.Milliseconds())
+	}
+	res, err := releaseScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil || len(res) != 2 {
 		// A slot expires by itself with the call's timeout.
 		return ""
@@ -424,7 +485,7 @@ func (h *Handler) admit(ctx context.Context, log *slog.Logger, p DeliverPayload,
 	if h.cfg.Steering == nil {
 		return admission{}, nil
 	}
-	adm, err := h.cfg.Steering.admit(ctx, p.Source, dest, p.Key())
+	adm, err := h.cfg.Steering.admit(ctx, p.Source, dest, p.Key(), h.fairValue(ctx, log, p, dest))
 	if err != nil {
 		log.WarnContext(ctx, "could not check the destination's limits; will retry", slog.String("error", err.Error()))
 		return adm, &RetryError{Delay: h.cfg.Backoff.Delay(1), Hold: true, Reason: "steering unavailable"}
