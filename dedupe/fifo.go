@@ -261,3 +261,30 @@ func (s *Store) OrderWaits(ctx context.Context) ([]OrderWait, error) {
 	}
 	return out, nil
 }
+
+// releaseBehindSQL ends the holds of an entity's runs held on a
+// destination behind one event (their hold reason names it), found by
+// the entity's index: their claim may take them now.
+const releaseBehindSQL = `
+UPDATE job_runs r SET held_until = now(), retry_at = now()
+FROM events e
+WHERE e.source = $1 AND e.order_entity = $3
+  AND r.source = e.source AND r.external_id = e.external_id AND r.destination = $2
+  AND r.status = 'running' AND r.hold_reason = $4 AND r.held_until > now()
+RETURNING r.key`
+
+// ReleaseBehind ends the holds of the runs of entity held on destination
+// behind event externalID (fifo), once it settled, and returns their
+// keys, so their tasks can be woken: the next one is called now instead
+// of at its next poll.
+func (s *Store) ReleaseBehind(ctx context.Context, source, destination, entity, externalID string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, releaseBehindSQL, source, destination, entity, OrderHoldPrefix+externalID)
+	if err != nil {
+		return nil, fmt.Errorf("error releasing the events behind %s: %w", externalID, err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("error releasing the events behind %s: %w", externalID, err)
+	}
+	return keys, nil
+}
