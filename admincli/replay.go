@@ -63,8 +63,11 @@ $WEBHOOKD_ADMIN_TOKEN.`,
 					}
 					return errors.New("--force sends the event again, even to destinations that are done: name --destination NAME or --all-destinations")
 				}
+				if reason == "" && skip {
+					return errors.New("--skip needs --reason (recorded on the run)")
+				}
 				if reason == "" {
-					return errors.New("--force and --skip need --reason (recorded on the run)")
+					return errors.New("--force needs --reason (recorded on the run)")
 				}
 			}
 			if allDestinations {
