@@ -3,8 +3,10 @@ package gateway_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"sync"
 	"testing"
 	"time"
@@ -86,6 +88,15 @@ func TestFairBy(t *testing.T) {
 		few, bWait.Round(time.Millisecond), aAtB, aDone, flood, 100*float64(aDone)/flood, top)
 	if aDone >= flood/2 {
 		t.Errorf("tenant A had %d of %d delivered before tenant B's %d: B waited behind A's backlog", aDone, flood, few)
+	}
+	resp, err := http.Get(p.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !regexp.MustCompile(`webhookd_destination_holds_total\{destination="ledger",reason="fair_share",source="stripe"\} [1-9]`).Match(metrics) {
+		t.Errorf("no call was held for a fair share:\n%s", regexp.MustCompile(`(?m)^webhookd_destination_holds_total.*$`).FindAll(metrics, -1))
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -434,6 +434,9 @@ type DestinationState struct {
 	ConsecutiveFailures int
 	// LastFailure is when the latest of them ended.
 	LastFailure time.Time
+	// FairValues counts the fair_by values (tenants) active now, among
+	// which the concurrency is shared; 0 without fair_by.
+	FairValues int
 }
 
 // State reads dest's state.
@@ -444,9 +447,11 @@ func (s *Steering) State(ctx context.Context, source string, dest Destination) (
 		slots   *redis.IntCmd
 		circuit *redis.MapStringStringCmd
 		procs   *redis.MapStringStringCmd
+		fair    *redis.IntCmd
 	)
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		slots = p.ZCount(ctx, prefix+"slots", strconv.FormatInt(now.UnixMilli(), 10), "+inf")
+		fair = p.ZCount(ctx, fairKeys(prefix, "")[1], strconv.FormatInt(now.UnixMilli(), 10), "+inf")
 		circuit = p.HGetAll(ctx, prefix+"circuit")
 		procs = p.HGetAll(ctx, prefix+"procs")
 		return nil
@@ -454,7 +459,7 @@ func (s *Steering) State(ctx context.Context, source string, dest Destination) (
 	if err != nil {
 		return DestinationState{}, fmt.Errorf("error reading destination %s/%s: %w", source, dest.Name, err)
 	}
-	st := DestinationState{State: "active", InFlight: int(slots.Val())}
+	st := DestinationState{State: "active", InFlight: int(slots.Val()), FairValues: int(fair.Val())}
 	for proc, v := range procs.Val() {
 		n, expiry, _ := strings.Cut(v, ":")
 		if ms, err := strconv.ParseInt(expiry, 10, 64); err != nil || ms < now.UnixMilli() {
