@@ -340,7 +340,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name:       "fair_by without concurrency",
 			givenYAML:  strings.Replace(validConfig, "        max_attempts: 3\n", "        max_attempts: 3\n        fair_by: json:account\n", 1),
-			expectText: []string{"sources[0].destinations[0].fair_by", "set concurrency"},
+			expectText: []string{"sources[0].destinations[0].fair_by", "concurrency and rate_limit: set one"},
 		},
 		{
 			name:       "fair_by that is no field",

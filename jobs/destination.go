@@ -55,10 +55,11 @@ type DestinationSpec struct {
 	// no cap.
 	Concurrency int `yaml:"concurrency"`
 	// FairBy names a value of each event (json:<path> or header:<Name>:
-	// a tenant, a shop) among which the destination's concurrency is
-	// shared fairly: while several values have calls waiting, none takes
-	// more than its share of the slots. Needs Concurrency. Empty: first
-	// come, first served.
+	// a tenant, a shop) among which the destination's concurrency and
+	// rate limit are shared fairly: while several values have calls
+	// waiting, none takes more than its share of the slots or of the
+	// rate. Needs Concurrency or RateLimit. Empty: first come, first
+	// served.
 	FairBy string `yaml:"fair_by"`
 	// Circuit tunes the circuit breaker; nil keeps its defaults.
 	Circuit *CircuitSpec `yaml:"circuit"`
@@ -153,7 +154,7 @@ type Destination struct {
 	// no cap.
 	Concurrency int
 	// FairBy, when set, reads the value each event's calls share
-	// Concurrency by (DestinationSpec.FairBy).
+	// Concurrency and Rate by (DestinationSpec.FairBy).
 	FairBy *eventid.Extractor
 	// Rate caps the calls per period, all workers together, with a burst
 	// of at most one second's worth; nil means no cap.
@@ -265,8 +266,8 @@ func NewDestination(spec DestinationSpec, opts DestinationOptions) (Destination,
 			add("fair_by", "want json:<path> or header:<Name> (a tenant is never a hash)")
 		case err != nil:
 			add("fair_by", "%s", err)
-		case spec.Concurrency == 0:
-			add("fair_by", "shares the destination's concurrency: set concurrency")
+		case spec.Concurrency == 0 && spec.RateLimit == "":
+			add("fair_by", "shares the destination's concurrency and rate_limit: set one")
 		}
 		d.FairBy = &x
 	}

@@ -75,10 +75,10 @@ func (h *Handler) fairValue(ctx context.Context, log *slog.Logger, p DeliverPayl
 
 // fairKeys are the Redis keys of a fair_by value's share of the
 // destination whose keys begin with prefix: its slots, the active values
-// (shared by all values), its waiters. The value is hashed: a tenant's
-// name, however long, makes a short key.
+// (shared by all values), its waiters, its rate. The value is hashed: a
+// tenant's name, however long, makes a short key.
 func fairKeys(prefix, value string) []string {
 	sum := sha256.Sum256([]byte(value))
-	v := hex.EncodeToString(sum[:8])
-	return []string{prefix + "fair:" + v + ":slots", prefix + "fairvalues", prefix + "fair:" + v + ":waiters"}
+	v := prefix + "fair:" + hex.EncodeToString(sum[:8])
+	return []string{v + ":slots", prefix + "fairvalues", v + ":waiters", v + ":rate"}
 }

@@ -133,7 +133,8 @@ func destinationKeys(source, destination string) (prefix string) {
 // failures threshold (0: no circuit), cooldown ms, job key; with a fair
 // value also the value and how long a value stays active after its last
 // call or wait, ms.
-// Returns {reason or "ok", ms (wait or 0), waiters, probe (0/1)}.
+// Returns {reason or "ok", ms (wait or 0), waiters, probe (0/1)}, and
+// when "ok" also the fair values active now (0 without one).
 var admitScript = redis.NewScript(`
 local now, slot, ttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local limit, threshold, cooldown, key = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
@@ -165,6 +166,7 @@ if threshold > 0 then
   end
 end
 redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)
+local values = 0
 if fair then
   local active = tonumber(ARGV[9])
   redis.call("ZREMRANGEBYSCORE", KEYS[5], "-inf", now)
@@ -172,7 +174,7 @@ if fair then
   local seen = tonumber(redis.call("ZSCORE", KEYS[6], ARGV[8]) or "0")
   if seen < now + active then redis.call("ZADD", KEYS[6], now + active, ARGV[8]) end
   redis.call("PEXPIRE", KEYS[6], ttl + active)
-  local values = redis.call("ZCARD", KEYS[6])
+  values = redis.call("ZCARD", KEYS[6])
   if limit > 0 and values > 1 and redis.call("ZCARD", KEYS[5]) >= math.ceil(limit / values) then
     if probe == 1 then redis.call("DEL", KEYS[3]) end
     return hold("fair_share", 0)
@@ -194,7 +196,7 @@ if fair then
   if seen < now + ttl then redis.call("ZADD", KEYS[6], now + ttl, ARGV[8]) end
   redis.call("PEXPIRE", KEYS[6], ttl + tonumber(ARGV[9]))
 end
-return {"ok", 0, 0, probe}
+return {"ok", 0, 0, probe, values}
 `)
 
 // releaseScript gives a call's slot back and records its outcome in the
@@ -270,7 +272,7 @@ func (s *Steering) admit(ctx context.Context, source string, dest Destination, k
 	args := []any{now.UnixMilli(), slot, ttl.Milliseconds(), dest.Concurrency, dest.Circuit.Failures,
 		dest.Circuit.Cooldown.Milliseconds(), key}
 	if fair != "" {
-		keys = append(keys, fairKeys(prefix, fair)...)
+		keys = append(keys, fairKeys(prefix, fair)[:3]...)
 		args = append(args, fair, fairActive.Milliseconds())
 	}
 	res, err := admitScript.Run(ctx, s.rdb, keys, args...).Slice()
@@ -294,26 +296,63 @@ func (s *Steering) admit(ctx context.Context, source string, dest Destination, k
 	if dest.Rate == nil {
 		return adm, nil
 	}
-	r, err := s.limiter.Allow(ctx, prefix+"rate", *dest.Rate)
-	if err != nil {
-		s.release(context.WithoutCancel(ctx), source, dest, adm, outcomeOther)
-		return admission{}, fmt.Errorf("error checking destination %s/%s's rate: %w", source, dest.Name, err)
+	waitKey := prefix + "waiters"
+	if fair != "" {
+		// A value waits its turn among its own waiters; while others
+		// are active it also keeps to its share of the rate.
+		var values int64
+		if len(res) > 4 {
+			values, _ = res[4].(int64)
+		}
+		fk := fairKeys(prefix, fair)
+		waitKey = fk[2]
+		if values > 1 {
+			share := *dest.Rate
+			share.Rate = ceilDiv(share.Rate, int(values))
+			share.Burst = max(ceilDiv(share.Burst, int(values)), 1)
+			if hold, ok, err := s.rateHold(ctx, source, dest, adm, fk[3], waitKey, key, share, now, ttl); err != nil || !ok {
+				if err == nil {
+					hold.reason = holdFairShare
+				}
+				return hold, err
+			}
+		}
 	}
-	if r.Allowed > 0 {
+	hold, ok, err := s.rateHold(ctx, source, dest, adm, prefix+"rate", waitKey, key, *dest.Rate, now, ttl)
+	if ok && err == nil {
 		return adm, nil
 	}
+	return hold, err
+}
+
+// rateHold takes one call of limit under rateKey; ok when it may go.
+// Else adm's slot is given back and the answer is a hold, spread over
+// the time limit needs to let the waiters of waitKey through.
+func (s *Steering) rateHold(ctx context.Context, source string, dest Destination, adm admission, rateKey, waitKey, key string,
+	limit redis_rate.Limit, now time.Time, ttl time.Duration) (admission, bool, error) {
+	r, err := s.limiter.Allow(ctx, rateKey, limit)
+	if err != nil {
+		s.release(context.WithoutCancel(ctx), source, dest, adm, outcomeOther)
+		return admission{}, false, fmt.Errorf("error checking destination %s/%s's rate: %w", source, dest.Name, err)
+	}
+	if r.Allowed > 0 {
+		return adm, true, nil
+	}
 	s.release(context.WithoutCancel(ctx), source, dest, adm, outcomeOther)
-	n, err := waitScript.Run(ctx, s.rdb, []string{prefix + "waiters"}, now.UnixMilli(), key,
+	n, err := waitScript.Run(ctx, s.rdb, []string{waitKey}, now.UnixMilli(), key,
 		now.Add(r.RetryAfter+ttl).UnixMilli()).Int64()
 	if err != nil {
 		n = 1
 	}
 	// Each waiter takes a turn: spread them over the time the rate needs
 	// to let them all through.
-	perCall := dest.Rate.Period / time.Duration(max(dest.Rate.Rate, 1))
+	perCall := limit.Period / time.Duration(max(limit.Rate, 1))
 	spread := time.Duration(randv2.Int64N(int64(perCall)*max(n, 1) + 1))
-	return admission{hold: min(r.RetryAfter+spread, maxSteeringHold), reason: holdRate}, nil
+	return admission{hold: min(r.RetryAfter+spread, maxSteeringHold), reason: holdRate}, false, nil
 }
+
+// ceilDiv is a / b rounded up.
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 // Outcome classes of a call, for the circuit.
 const (
