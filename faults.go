@@ -19,4 +19,6 @@ type runStore interface {
 	AdvanceVersion(ctx context.Context, r dedupe.VersionRequest) (dedupe.Version, error)
 	ReleaseVersion(ctx context.Context, r dedupe.VersionRequest) error
 	Head(ctx context.Context, r dedupe.HeadRequest) (dedupe.Head, error)
+	EventContent(ctx context.Context, source, externalID string) (headers, payload []byte, err error)
+	ReleaseBehind(ctx context.Context, source, destination, entity, externalID string) ([]string, error)
 }

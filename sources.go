@@ -97,7 +97,7 @@ func newRoutes(spec SourceSpec, opts SourcesOptions) (map[string]jobs.Destinatio
 		Listen: opts.Listen, AllowLinkLocal: opts.AllowLinkLocalDestinations,
 	}
 	if o := spec.Order; o != nil && o.Mode == gateway.OrderFIFO {
-		dopts.Order = jobs.OrderPolicy{FIFO: true, HoldOnFailure: o.OnFailure == gateway.OrderHold}
+		dopts.Order = jobs.OrderPolicy{FIFO: true, HoldOnFailure: o.OnFailure == gateway.OrderHold, ReorderWindow: o.ReorderWindow}
 	}
 	dests := make(map[string]jobs.Destination, len(spec.Destinations))
 	var errs []error

@@ -16,7 +16,7 @@ func eventsCommand() *cobra.Command {
 		Short: "List, search and show recorded events (through a running webhookd's admin API)",
 	})
 	AddServerFlag(cmd)
-	cmd.AddCommand(eventsListCommand(), eventsShowCommand())
+	cmd.AddCommand(eventsListCommand(), eventsShowCommand(), eventsHeldCommand())
 	return cmd
 }
 
@@ -102,5 +102,35 @@ func eventsShowCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the admin API's answer (JSON)")
+	return cmd
+}
+
+func eventsHeldCommand() *cobra.Command {
+	var (
+		source, destination string
+		limit               int
+		asJSON              bool
+	)
+	cmd := &cobra.Command{
+		Use:   "held",
+		Short: "List the entities waiting for order (fifo): what each waits behind, how many events, since when",
+		Long: `List the entities whose events wait on a destination behind an earlier event
+that is not settled (order mode fifo), oldest wait first. One behind a dead
+or failed event (on_failure: hold) waits until that event is replayed, or
+skipped: webhookd replay --skip SOURCE EVENT_ID --destination NAME --reason R.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := NewClient(cmd)
+			if err != nil {
+				return err
+			}
+			return c.ListHeldEntities(cmd.Context(), cmd.OutOrStdout(), source, destination, limit, asJSON)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&source, "source", "", "only this source's entities")
+	fl.StringVar(&destination, "destination", "", "only this destination's")
+	fl.IntVar(&limit, "limit", 100, "at most this many entities (at most 1000)")
+	fl.BoolVar(&asJSON, "json", false, "print the admin API's answer (JSON)")
 	return cmd
 }

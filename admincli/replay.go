@@ -13,6 +13,7 @@ func replayCommand() *cobra.Command {
 	var (
 		filter                 eventFilterFlags
 		force, allDestinations bool
+		skip                   bool
 		by, reason, cursor     string
 		limit                  int
 		dryRun, asJSON         bool
@@ -32,6 +33,12 @@ Without SOURCE and EVENT_ID, replay the events matching the filter flags
 (a count and a list) unless --dry-run=false; continue with the --cursor it
 prints. A flag that does not apply to the form used is an error.
 
+--skip SOURCE EVENT_ID lets the event's entity go on past it instead
+(order mode fifo, on_failure hold): its failed or dead run is recorded as
+skipped (--by, --reason, needed) and the entity's later events, held
+behind it, are called in order. It names --destination NAME or
+--all-destinations like --force.
+
 It talks to a running webhookd (--server) with the token in
 $WEBHOOKD_ADMIN_TOKEN.`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -46,9 +53,18 @@ $WEBHOOKD_ADMIN_TOKEN.`,
 				return err
 			}
 			destination := filter.destination
-			if force {
+			if skip && (!single || force) {
+				return errors.New("--skip takes SOURCE EVENT_ID and no --force: it lets the entity go on past that event")
+			}
+			if force || skip {
 				if destination == "" && !allDestinations {
+					if skip {
+						return errors.New("--skip lets the entity's later events go out past this one: name --destination NAME or --all-destinations")
+					}
 					return errors.New("--force sends the event again, even to destinations that are done: name --destination NAME or --all-destinations")
+				}
+				if reason == "" && skip {
+					return errors.New("--skip needs --reason (recorded on the run)")
 				}
 				if reason == "" {
 					return errors.New("--force needs --reason (recorded on the run)")
@@ -68,6 +84,10 @@ $WEBHOOKD_ADMIN_TOKEN.`,
 				by = cliUser()
 			}
 			out := cmd.OutOrStdout()
+			if skip {
+				req := map[string]any{"destination": destination, "by": by, "reason": reason}
+				return c.Skip(cmd.Context(), out, args[0], args[1], req, asJSON)
+			}
 			if single {
 				req := map[string]any{"force": force, "destination": destination, "by": by, "reason": reason}
 				return c.Replay(cmd.Context(), out, args[0], args[1], req, asJSON)
@@ -84,7 +104,8 @@ $WEBHOOKD_ADMIN_TOKEN.`,
 	fl := cmd.Flags()
 	fl.Lookup("destination").Usage = "replay to this destination only (bulk: and only events that have it)"
 	fl.BoolVar(&force, "force", false, "start a new generation (<key>#N) even for a done event; the destination gets it again (needs --destination or --all-destinations, and --reason)")
-	fl.BoolVar(&allDestinations, "all-destinations", false, "with --force: every destination of the event")
+	fl.BoolVar(&allDestinations, "all-destinations", false, "with --force or --skip: every destination of the event")
+	fl.BoolVar(&skip, "skip", false, "let the event's entity go on past its failed or dead run (order mode fifo; needs --destination or --all-destinations, and --reason)")
 	fl.StringVar(&by, "by", "", "who asks, recorded on the run (default: $USER (cli))")
 	fl.StringVar(&reason, "reason", "", "why, recorded on the run")
 	fl.StringVar(&cursor, "cursor", "", "bulk: continue after the previous call")
@@ -97,7 +118,7 @@ $WEBHOOKD_ADMIN_TOKEN.`,
 
 // replayFlagsApply returns an error naming a flag given that does not
 // apply to the form used: the filter and bulk flags with an id, and
-// --all-destinations without --force.
+// --all-destinations without --force or --skip.
 func replayFlagsApply(cmd *cobra.Command, single bool, filterFlags []string) error {
 	fl := cmd.Flags()
 	if single {
@@ -107,8 +128,8 @@ func replayFlagsApply(cmd *cobra.Command, single bool, filterFlags []string) err
 			}
 		}
 	}
-	if fl.Changed("all-destinations") && !fl.Changed("force") {
-		return errors.New("--all-destinations applies only with --force (a replay without it already covers every destination that needs it)")
+	if fl.Changed("all-destinations") && !fl.Changed("force") && !fl.Changed("skip") {
+		return errors.New("--all-destinations applies only with --force or --skip (a replay without them already covers every destination that needs it)")
 	}
 	return nil
 }

@@ -293,6 +293,18 @@ func TestParseConfigErrors(t *testing.T) {
 			expectText: []string{"sources[2].verify", "verify.timestamp_header", "signed_content must contain {timestamp}"},
 		},
 		{
+			name: "reorder_window without fifo",
+			givenYAML: strings.Replace(validConfig, "      secrets: [\"s3cr3t\"]\n",
+				"      secrets: [\"s3cr3t\"]\n    order:\n      entity: json:repository.id\n      version: json:v\n      reorder_window: 2s\n", 1),
+			expectText: []string{"sources[1].order.reorder_window", "applies only with mode: fifo and a version"},
+		},
+		{
+			name: "reorder_window out of range",
+			givenYAML: strings.Replace(validConfig, "      secrets: [\"s3cr3t\"]\n",
+				"      secrets: [\"s3cr3t\"]\n    order:\n      entity: json:repository.id\n      version: json:v\n      mode: fifo\n      reorder_window: 2h\n", 1),
+			expectText: []string{"sources[1].order.reorder_window", "out of range"},
+		},
+		{
 			name: "order version from a header github does not sign",
 			givenYAML: strings.Replace(validConfig, "      secrets: [\"s3cr3t\"]\n",
 				"      secrets: [\"s3cr3t\"]\n    order:\n      entity: json:repository.id\n      version: header:X-Version\n", 1),
@@ -324,6 +336,16 @@ func TestParseConfigErrors(t *testing.T) {
 			name:       "rate limit that is not N/s or N/m",
 			givenYAML:  strings.Replace(validConfig, "        max_attempts: 3\n", "        max_attempts: 3\n        rate_limit: 50 per second\n", 1),
 			expectText: []string{"sources[0].destinations[0].rate_limit", "N/s or N/m"},
+		},
+		{
+			name:       "fair_by without concurrency",
+			givenYAML:  strings.Replace(validConfig, "        max_attempts: 3\n", "        max_attempts: 3\n        fair_by: json:account\n", 1),
+			expectText: []string{"sources[0].destinations[0].fair_by", "concurrency and rate_limit: set one"},
+		},
+		{
+			name:       "fair_by that is no field",
+			givenYAML:  strings.Replace(validConfig, "        max_attempts: 3\n", "        max_attempts: 3\n        concurrency: 4\n        fair_by: body-sha256\n", 1),
+			expectText: []string{"sources[0].destinations[0].fair_by", "json:<path> or header:<Name>"},
 		},
 		{
 			name:       "negative concurrency",

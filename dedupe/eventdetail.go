@@ -64,6 +64,12 @@ type Run struct {
 	// it goes on by itself (nil: until an operator resumes it).
 	HoldReason string
 	HoldUntil  *time.Time
+	// SkippedAt, SkippedBy and SkipReason record an operator's skip of a
+	// failed or dead run (Store.SkipRun): its entity's later events went
+	// on past it. Nil and empty when it was not skipped.
+	SkippedAt  *time.Time
+	SkippedBy  string
+	SkipReason string
 }
 
 // waiting returns the destinations of d's plan without a run (the rows
@@ -167,7 +173,8 @@ FROM events e WHERE e.source = $1 AND e.external_id = $2`
 const runColumns = `key, destination, generation, status, attempts, calls, max_attempts, permanent,
        result, COALESCE(last_error, ''), created_at, started_at, completed_at, lease_until, held_until, retry_at,
        COALESCE(replayed_by, ''), COALESCE(replay_reason, ''),
-       webhookd_run_status(status, permanent, attempts, held_until), COALESCE(hold_reason, '')`
+       webhookd_run_status(status, permanent, attempts, held_until), COALESCE(hold_reason, ''),
+       skipped_at, COALESCE(skipped_by, ''), COALESCE(skip_reason, '')`
 
 const eventRunsSQL = `
 SELECT ` + runColumns + `
@@ -300,7 +307,8 @@ func scanRun(row pgx.Row) (Run, error) {
 	var r Run
 	err := row.Scan(&r.Key, &r.Destination, &r.Generation, &r.Status, &r.Attempts, &r.Calls, &r.MaxAttempts,
 		&r.Permanent, &r.Result, &r.LastError, &r.CreatedAt, &r.StartedAt, &r.CompletedAt, &r.LeaseUntil,
-		&r.HeldUntil, &r.RetryAt, &r.ReplayedBy, &r.ReplayReason, &r.Shown, &r.HoldReason)
+		&r.HeldUntil, &r.RetryAt, &r.ReplayedBy, &r.ReplayReason, &r.Shown, &r.HoldReason,
+		&r.SkippedAt, &r.SkippedBy, &r.SkipReason)
 	if err != nil {
 		return Run{}, fmt.Errorf("error reading run: %w", err)
 	}
@@ -308,4 +316,22 @@ func scanRun(row pgx.Row) (Run, error) {
 		r.HoldUntil = r.HeldUntil
 	}
 	return r, nil
+}
+
+// eventContentSQL reads what an event's fields are read from, by its
+// primary key.
+const eventContentSQL = `SELECT headers, payload FROM events WHERE source = $1 AND external_id = $2`
+
+// EventContent returns an event's stored headers (JSON) and payload, to
+// read a field of it before its run is claimed (a destination's
+// fair_by). It returns ErrNotFound when the event is not stored.
+func (s *Store) EventContent(ctx context.Context, source, externalID string) (headers, payload []byte, err error) {
+	err = s.pool.QueryRow(ctx, eventContentSQL, source, externalID).Scan(&headers, &payload)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, fmt.Errorf("event %s/%s: %w", source, externalID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("error reading event content: %w", err)
+	}
+	return headers, payload, nil
 }

@@ -211,6 +211,9 @@ func (s *Server) receive(c echo.Context, name string, log *slog.Logger) received
 			err: respond(c, src, http.StatusOK, duplicate{Status: "duplicate", Source: name, EventID: rec.CopyOf, Deliveries: rec.Deliveries, State: rec.State})}
 	}
 	if rec.Inserted {
+		if src.OrderEntity != nil && ev.OrderEntity == "" {
+			s.metrics.unordered.WithLabelValues(name).Inc()
+		}
 		log.InfoContext(ctx, "event accepted", slog.Int("deliveries", rec.Deliveries), slog.Int("body_bytes", len(body)))
 		return received{outcome: "accepted", err: respond(c, src, http.StatusAccepted, accepted{Status: "accepted", Source: name, EventID: id})}
 	}

@@ -15,8 +15,9 @@ import (
 )
 
 type metrics struct {
-	received *prometheus.CounterVec
-	ack      *prometheus.HistogramVec
+	received  *prometheus.CounterVec
+	ack       *prometheus.HistogramVec
+	unordered *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -30,8 +31,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time from request to answer for webhook deliveries, by source.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"source"}),
+		unordered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhookd_unordered_events_total",
+			Help: "Events of a source with order recorded without its entity (or version) field, by source: delivered unordered.",
+		}, []string{"source"}),
 	}
-	reg.MustRegister(m.received, m.ack)
+	reg.MustRegister(m.received, m.ack, m.unordered)
 	return m
 }
 
@@ -52,6 +57,9 @@ func (m *metrics) registerSources(sources Sources) {
 			m.received.WithLabelValues(name, outcome)
 		}
 		m.ack.WithLabelValues(name)
+		if sources[name].OrderEntity != nil {
+			m.unordered.WithLabelValues(name)
+		}
 	}
 	m.received.WithLabelValues("unknown", "rejected_unknown_source")
 }

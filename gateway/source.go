@@ -111,7 +111,17 @@ type OrderSpec struct {
 	// entity's later events: OrderContinue (the default) lets them go
 	// on, OrderHold keeps them waiting until it is replayed.
 	OnFailure string `yaml:"on_failure"`
+	// ReorderWindow is, in fifo mode with a version, how long an event
+	// waits after it was recorded for an earlier version of its entity
+	// that may still arrive (senders do not keep order). Defaults to 0:
+	// an event goes as soon as the events before it are settled. At most
+	// MaxReorderWindow.
+	ReorderWindow time.Duration `yaml:"reorder_window"`
 }
+
+// MaxReorderWindow bounds OrderSpec.ReorderWindow: every event of the
+// source's ordered destinations waits that long.
+const MaxReorderWindow = time.Hour
 
 // The order modes and failure policies of OrderSpec.
 const (
@@ -228,6 +238,12 @@ func NewSource(spec SourceSpec, opts SourceOptions) (Source, error) {
 			add(field.Errorf("order.on_failure", "%q is not a policy: continue or hold", o.OnFailure))
 		case o.OnFailure != "" && o.Mode != OrderFIFO:
 			add(field.Errorf("order.on_failure", "applies only with mode: fifo"))
+		}
+		switch {
+		case o.ReorderWindow < 0 || o.ReorderWindow > MaxReorderWindow:
+			add(field.Errorf("order.reorder_window", "%s is out of range: 0 to %s", o.ReorderWindow, MaxReorderWindow))
+		case o.ReorderWindow > 0 && (o.Mode != OrderFIFO || o.Version == ""):
+			add(field.Errorf("order.reorder_window", "applies only with mode: fifo and a version (without one, the order recorded is the order)"))
 		}
 	}
 	src.ContentWindow = contentWindow(spec, opts.Retention, add)

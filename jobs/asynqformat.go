@@ -170,6 +170,39 @@ end
 return n
 `)
 
+// WakeKeys makes the tasks of keys that wait in their queue's retry set
+// run now (the events of an entity that waited behind one that just
+// settled, fifo), and returns how many it woke. A task not waiting there
+// is left alone.
+func (e *Enqueuer) WakeKeys(ctx context.Context, keys []string) (int, error) {
+	byQueue := map[string][]string{}
+	for _, k := range keys {
+		q := e.shards.Of(k)
+		byQueue[q] = append(byQueue[q], k)
+	}
+	woke := 0
+	for queue, ids := range byQueue {
+		prefix := asynqQueueKeyPrefix(queue)
+		for len(ids) > 0 {
+			batch := ids[:min(len(ids), maxTasksPerScript)]
+			ids = ids[len(batch):]
+			rkeys := []string{prefix + "retry", prefix + "pending"}
+			args := []any{strconv.FormatInt(time.Now().UnixNano(), 10)}
+			for _, id := range batch {
+				rkeys = append(rkeys, prefix+"t:"+id)
+				args = append(args, id)
+			}
+			res, err := e.runScript(ctx, queue, wakeScript, rkeys, args)
+			if err != nil {
+				return woke, fmt.Errorf("error waking tasks: %w", err)
+			}
+			n, _ := res.Int()
+			woke += n
+		}
+	}
+	return woke, nil
+}
+
 // Wake makes every task of destination waiting in a retry set run now
 // (held while the destination was paused or its circuit open), in every
 // queue a worker serves (the destination's keys hash to every shard),

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/webhookd/webhookd/gateway/eventid"
 	"github.com/webhookd/webhookd/gateway/verify"
 	"github.com/webhookd/webhookd/internal/field"
 	"github.com/webhookd/webhookd/internal/glob"
@@ -52,6 +53,13 @@ type DestinationSpec struct {
 	// Concurrency caps the calls in flight, all workers together; 0 means
 	// no cap.
 	Concurrency int `yaml:"concurrency"`
+	// FairBy names a value of each event (json:<path> or header:<Name>:
+	// a tenant, a shop) among which the destination's concurrency and
+	// rate limit are shared fairly: while several values have calls
+	// waiting, none takes more than its share of the slots or of the
+	// rate. Needs Concurrency or RateLimit. Empty: first come, first
+	// served.
+	FairBy string `yaml:"fair_by"`
 	// Circuit tunes the circuit breaker; nil keeps its defaults.
 	Circuit *CircuitSpec `yaml:"circuit"`
 	// Filter lists the event types (globs) the destination wants; nil
@@ -129,6 +137,10 @@ type OrderPolicy struct {
 	// HoldOnFailure keeps an entity's later events waiting behind a
 	// failed or dead one; else that one counts as settled.
 	HoldOnFailure bool
+	// ReorderWindow is how long an event waits, after it was recorded,
+	// for an earlier version of its entity that may still arrive (held,
+	// "order: reorder window"); 0 waits for none.
+	ReorderWindow time.Duration
 }
 
 // Destination is where an event's work goes: a DestinationSpec checked,
@@ -145,6 +157,9 @@ type Destination struct {
 	// Concurrency caps the calls in flight, all workers together; 0 means
 	// no cap.
 	Concurrency int
+	// FairBy, when set, reads the value each event's calls share
+	// Concurrency and Rate by (DestinationSpec.FairBy).
+	FairBy *eventid.Extractor
 	// Rate caps the calls per period, all workers together: each call
 	// takes its own turn, one interval after the last (Steering), so no
 	// period holds more than the rate and one; nil means no cap.
@@ -251,6 +266,18 @@ func NewDestination(spec DestinationSpec, opts DestinationOptions) (Destination,
 		add("concurrency", "must not be negative")
 	case spec.Concurrency > maxConcurrency:
 		add("concurrency", "must be at most %d", maxConcurrency)
+	}
+	if spec.FairBy != "" {
+		x, err := eventid.Parse(spec.FairBy)
+		switch {
+		case err == nil && spec.FairBy == "body-sha256":
+			add("fair_by", "want json:<path> or header:<Name> (a tenant is never a hash)")
+		case err != nil:
+			add("fair_by", "%s", err)
+		case spec.Concurrency == 0 && spec.RateLimit == "":
+			add("fair_by", "shares the destination's concurrency and rate_limit: set one")
+		}
+		d.FairBy = &x
 	}
 	if spec.RateLimit != "" {
 		rate, err := parseRate(spec.RateLimit)

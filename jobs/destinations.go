@@ -181,6 +181,8 @@ type DestinationStatus struct {
 	Concurrency int
 	Rate        string
 	Circuit     Circuit
+	// FairBy is the fair_by field, or "".
+	FairBy string
 }
 
 // StateReadTimeout bounds the Redis reads of one List, Pause or Resume
@@ -227,6 +229,9 @@ func (d *Destinations) status(ctx context.Context, source, name string) (Destina
 	out := DestinationStatus{Source: source, Destination: name, URL: redactURL(dest.URL), Concurrency: dest.Concurrency, Circuit: dest.Circuit}
 	if dest.Rate != nil {
 		out.Rate = dest.Rate.String()
+	}
+	if dest.FairBy != nil {
+		out.FairBy = dest.FairBy.String()
 	}
 	d.mu.RLock()
 	if p, ok := d.paused[destinationRef{source, name}]; ok {

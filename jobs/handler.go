@@ -22,6 +22,8 @@ type runStore interface {
 	AdvanceVersion(ctx context.Context, r dedupe.VersionRequest) (dedupe.Version, error)
 	ReleaseVersion(ctx context.Context, r dedupe.VersionRequest) error
 	Head(ctx context.Context, r dedupe.HeadRequest) (dedupe.Head, error)
+	EventContent(ctx context.Context, source, externalID string) (headers, payload []byte, err error)
+	ReleaseBehind(ctx context.Context, source, destination, entity, externalID string) ([]string, error)
 }
 
 // HandlerConfig configures the deliver handler.
@@ -86,6 +88,8 @@ type Handler struct {
 	store  runStore
 	cfg    HandlerConfig
 	tracer trace.Tracer // nil when tracing is off
+	// fair remembers events' fair_by values (fairValue).
+	fair fairCache
 }
 
 // NewHandler returns a Handler that claims keys in store.
@@ -181,7 +185,31 @@ func (h *Handler) deliver(ctx context.Context, p DeliverPayload) (string, callRe
 	if release != nil {
 		release()
 	}
+	h.wakeSuccessors(ctx, log, p, dest, claim, res)
 	return outcome, res, err
+}
+
+// wakeSuccessors wakes the events of the entity held behind p's (fifo)
+// once its run has settled for good (done, stale, filtered, refused), so
+// the next one is called now instead of at its next poll. Losing a wake
+// costs only that poll's wait.
+func (h *Handler) wakeSuccessors(ctx context.Context, log *slog.Logger, p DeliverPayload, dest Destination, claim dedupe.Claim, res callResult) {
+	switch {
+	case !dest.Order.FIFO, claim.Event.OrderEntity == "", h.cfg.Steering == nil:
+		return
+	case res.outcome == dedupe.OutcomeDone, res.outcome == dedupe.OutcomeStale, res.outcome == dedupe.OutcomeFiltered,
+		res.outcome == dedupe.OutcomePermanent && !dest.Order.HoldOnFailure:
+	default:
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	keys, err := h.store.ReleaseBehind(ctx, p.Source, p.Destination, claim.Event.OrderEntity, p.EventID)
+	if err == nil && len(keys) > 0 {
+		_, err = h.cfg.Steering.enqueuer.WakeKeys(ctx, keys)
+	}
+	if err != nil {
+		log.InfoContext(ctx, "could not wake the entity's next events; they ask again at their next poll", slog.String("error", err.Error()))
+	}
 }
 
 // claim claims p's key. When the key is not this worker's to call now
@@ -241,16 +269,22 @@ func (h *Handler) guard(ctx context.Context, log *slog.Logger, p DeliverPayload,
 	}
 	if dest.Order.FIFO {
 		head, err := h.store.Head(ctx, dedupe.HeadRequest{Source: p.Source, Destination: p.Destination, Entity: ev.OrderEntity,
-			ExternalID: p.EventID, HoldOnFailure: dest.Order.HoldOnFailure})
+			ExternalID: p.EventID, HoldOnFailure: dest.Order.HoldOnFailure, ReorderWindow: dest.Order.ReorderWindow,
+			Key: p.Key(), Call: claim.Call})
 		if err != nil {
 			log.WarnContext(ctx, "ordering check failed", slog.String("error", err.Error()))
 			return nil, callResult{outcome: dedupe.OutcomeRetry, err: "ordering check failed"}, false
 		}
 		if head.Behind != "" {
-			// Not an attempt: polled often, since the head usually
-			// settles within a call's time.
+			// Not an attempt: woken when the head settles, else polled.
 			return nil, callResult{outcome: dedupe.OutcomeHold, wait: fifoPoll, err: "an earlier event of the entity is not settled",
-				label: "entity_order", holdReason: "order: waiting behind " + head.Behind}, false
+				label: "entity_order", holdReason: dedupe.OrderHoldPrefix + head.Behind}, false
+		}
+		if head.Wait > 0 {
+			// The head waits out its reorder window: an earlier version
+			// may still arrive. Not an attempt.
+			return nil, callResult{outcome: dedupe.OutcomeHold, wait: head.Wait, err: "waiting for an earlier version that may still arrive",
+				label: "reorder_window", holdReason: "order: reorder window"}, false
 		}
 		res.sequence = head.Sequence
 		if ev.OrderVersion == "" {
@@ -288,5 +322,6 @@ func (h *Handler) guard(ctx context.Context, log *slog.Logger, p DeliverPayload,
 }
 
 // fifoPoll is how soon an event waiting behind an earlier one of its
-// entity (fifo) asks again.
-const fifoPoll = 250 * time.Millisecond
+// entity (fifo) asks again, if it is not woken first: the event it waits
+// behind wakes it when it settles (wakeSuccessors).
+const fifoPoll = 2 * time.Second

@@ -17,11 +17,17 @@ type Metrics struct {
 	calls    *prometheus.CounterVec
 	// Steering: holds by reason, each destination's state and calls in
 	// flight.
-	holds         *prometheus.CounterVec
-	state         *prometheus.GaugeVec
-	inFlight      *prometheus.GaugeVec
-	enqueueFails  prometheus.Counter
-	relayBacklog  prometheus.Gauge
+	holds        *prometheus.CounterVec
+	state        *prometheus.GaugeVec
+	inFlight     *prometheus.GaugeVec
+	enqueueFails prometheus.Counter
+	relayBacklog prometheus.Gauge
+	// Ordered delivery (fifo): runs held behind an earlier event of
+	// their entity, and the oldest one's wait.
+	orderWaiting *prometheus.GaugeVec
+	orderOldest  *prometheus.GaugeVec
+	// fair_by: the values (tenants) sharing a destination now.
+	fairValues    *prometheus.GaugeVec
 	sweeperResets *prometheus.CounterVec
 	// Recovery (the reconciler).
 	recoveryPasses *prometheus.CounterVec
@@ -76,6 +82,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "webhookd_relay_backlog",
 			Help: "Events of configured sources in the outbox: recorded, some destination not yet claimed by a worker.",
 		}),
+		orderWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "webhookd_order_waiting",
+			Help: "Runs held behind an earlier event of their entity (order mode fifo), per destination.",
+		}, []string{"source", "destination"}),
+		orderOldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "webhookd_order_oldest_wait_seconds",
+			Help: "How long the oldest run held behind an earlier event of its entity has waited (order mode fifo); 0 when none waits. Alert when it grows: an entity may wait behind a dead event (on_failure: hold).",
+		}, []string{"source", "destination"}),
+		fairValues: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "webhookd_fair_values_active",
+			Help: "fair_by values (tenants) with calls waiting or in flight, among which each destination's concurrency is shared now; 0 without fair_by. Calls held for a fair share count in webhookd_destination_holds_total{reason=\"fair_share\"}.",
+		}, []string{"source", "destination"}),
 		sweeperResets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webhookd_sweeper_resets_total",
 			Help: "Runs whose lease passed, taken back by the reconciler, by resulting status.",
@@ -129,7 +147,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, status := range []string{dedupe.StatusFailed, dedupe.StatusDead} {
 		m.sweeperResets.WithLabelValues(status)
 	}
-	reg.MustRegister(m.outcomes, m.latency, m.calls, m.holds, m.state, m.inFlight, m.enqueueFails, m.relayBacklog,
+	reg.MustRegister(m.outcomes, m.latency, m.calls, m.holds, m.state, m.inFlight, m.enqueueFails, m.relayBacklog, m.orderWaiting, m.orderOldest, m.fairValues,
 		m.sweeperResets, m.recoveryPasses, m.recoveryTasks, m.queueSize, m.queueLatency, m.duplicateCheck, m.unknownOutcome, m.maintenanceRuns, m.retentionRows,
 		m.lastOK[dedupe.KindRetention], m.lastOK[dedupe.KindDuplicateCheck])
 	return m
@@ -180,6 +198,7 @@ func (m *Metrics) destinationState(source, destination string, st DestinationSta
 		m.state.WithLabelValues(source, destination, s).Set(v)
 	}
 	m.inFlight.WithLabelValues(source, destination).Set(float64(st.InFlight))
+	m.fairValues.WithLabelValues(source, destination).Set(float64(st.FairValues))
 }
 
 // destinationStates lists the states a destination reports.
@@ -210,6 +229,28 @@ func (m *Metrics) RegisterDestinations(routes Routes) {
 				m.holds.WithLabelValues(source, name, r)
 			}
 			m.destinationState(source, name, DestinationState{State: "active"})
+			m.orderWaiting.WithLabelValues(source, name)
+			m.orderOldest.WithLabelValues(source, name)
+		}
+	}
+}
+
+// orderWaits sets the order gauges of every destination of routes: those
+// in waits to their counts, the others to 0.
+func (m *Metrics) orderWaits(routes Routes, waits []dedupe.OrderWait) {
+	if m == nil {
+		return
+	}
+	for source, dests := range routes {
+		for name := range dests {
+			m.orderWaiting.WithLabelValues(source, name).Set(0)
+			m.orderOldest.WithLabelValues(source, name).Set(0)
+		}
+	}
+	for _, w := range waits {
+		if _, ok := routes[w.Source][w.Destination]; ok {
+			m.orderWaiting.WithLabelValues(w.Source, w.Destination).Set(float64(w.Waiting))
+			m.orderOldest.WithLabelValues(w.Source, w.Destination).Set(w.Oldest.Seconds())
 		}
 	}
 }

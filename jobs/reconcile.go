@@ -23,6 +23,7 @@ type reconcileStore interface {
 	SettleEvents(ctx context.Context, refs []dedupe.EventRef) error
 	SetPlans(ctx context.Context, refs []dedupe.EventRef) error
 	PendingCount(ctx context.Context, sources []string) (int64, error)
+	OrderWaits(ctx context.Context) ([]dedupe.OrderWait, error)
 }
 
 // ReconcilerConfig configures the Reconciler.
@@ -155,6 +156,9 @@ func (r *Reconciler) Run(ctx context.Context) {
 		}
 		if n, err := r.store.PendingCount(ctx, slices.Collect(maps.Keys(r.enqueuer.routes.Load()))); err == nil {
 			r.cfg.Metrics.backlog(n)
+		}
+		if waits, err := r.store.OrderWaits(ctx); err == nil {
+			r.cfg.Metrics.orderWaits(r.enqueuer.routes.Load(), waits)
 		}
 	}
 }

@@ -64,6 +64,7 @@ type runOpener interface {
 	ReopenRun(ctx context.Context, key, by, reason string) (dedupe.Run, bool, error)
 	OpenFirstRun(ctx context.Context, r dedupe.FirstRun) (dedupe.Run, bool, error)
 	NewGeneration(ctx context.Context, g dedupe.NewGeneration) (dedupe.Run, error)
+	SkipRun(ctx context.Context, key, by, reason string) (dedupe.Run, bool, error)
 }
 
 // replayStore is what a Replayer needs from dedupe.Store.

@@ -80,6 +80,7 @@ const (
 	holdCircuitOpen  = "circuit_open"
 	holdCircuitProbe = "circuit_probe"
 	holdConcurrency  = "concurrency"
+	holdFairShare    = "fair_share"
 	holdRate         = "rate"
 	pausedHold       = 30 * time.Second
 	// slotMargin is added to a destination's timeout as a concurrency
@@ -91,7 +92,7 @@ const (
 )
 
 // holdReasons lists every hold reason, for metrics that exist at zero.
-var holdReasons = []string{holdPaused, holdCircuitOpen, holdCircuitProbe, holdConcurrency, holdRate}
+var holdReasons = []string{holdPaused, holdCircuitOpen, holdCircuitProbe, holdConcurrency, holdFairShare, holdRate}
 
 // admission is Steering's answer for one call: go (hold is 0), or wait
 // for hold.
@@ -105,6 +106,8 @@ type admission struct {
 	// local is true when this process admitted the call from its view of
 	// the circuit (a destination with no limit).
 	local bool
+	// fair is the fair_by value the call's slot counts toward, or "".
+	fair string
 }
 
 // destinationKeys returns the Redis keys of a destination's steering
@@ -115,20 +118,36 @@ func destinationKeys(source, destination string) (prefix string) {
 
 // admitScript decides the circuit and the concurrency slot of one call;
 // every call admitted holds a slot (also without a limit), so the slots
-// count the calls in flight.
+// count the calls in flight. With a fair value (fair_by), a value that
+// holds its share of the slots (the limit over the values active now,
+// rounded up) while others are active waits ("fair_share"), and the
+// waiters counted for the hold's spread are the value's own.
 //
 // KEYS: slots (zset: slot → expiry ms), circuit (hash: fails, last ms),
-// probe (string: the probing slot), waiters (zset: job key → expiry ms).
+// probe (string: the probing slot), waiters (zset: job key → expiry ms);
+// with a fair value also the value's slots (zset), the active values
+// (zset: value → until ms) and the value's waiters (zset).
 // ARGV: now ms, slot id, slot ttl ms, concurrency limit (0: none),
-// failures threshold (0: no circuit), cooldown ms, job key.
-// Returns {reason or "ok", ms (wait or 0), waiters, probe (0/1)}.
+// failures threshold (0: no circuit), cooldown ms, job key; with a fair
+// value also the value and how long a value stays active after its last
+// call or wait, ms.
+// Returns {reason or "ok", ms (wait or 0), waiters, probe (0/1)}, and
+// when "ok" also the fair values active now (0 without one).
 var admitScript = redis.NewScript(`
 local now, slot, ttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local limit, threshold, cooldown, key = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local fair = #KEYS >= 7
 local function hold(reason, ms)
   redis.call("ZADD", KEYS[4], now + ms + ttl, key)
   redis.call("ZREMRANGEBYSCORE", KEYS[4], "-inf", now)
-  return {reason, ms, redis.call("ZCARD", KEYS[4]), 0}
+  local n = redis.call("ZCARD", KEYS[4])
+  if fair then
+    redis.call("ZADD", KEYS[7], now + ms + ttl, key)
+    redis.call("PEXPIRE", KEYS[7], ms + ttl)
+    redis.call("ZREMRANGEBYSCORE", KEYS[7], "-inf", now)
+    n = redis.call("ZCARD", KEYS[7])
+  end
+  return {reason, ms, n, 0}
 end
 local probe = 0
 if threshold > 0 then
@@ -145,6 +164,20 @@ if threshold > 0 then
   end
 end
 redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)
+local values = 0
+if fair then
+  local active = tonumber(ARGV[9])
+  redis.call("ZREMRANGEBYSCORE", KEYS[5], "-inf", now)
+  redis.call("ZREMRANGEBYSCORE", KEYS[6], "-inf", now)
+  local seen = tonumber(redis.call("ZSCORE", KEYS[6], ARGV[8]) or "0")
+  if seen < now + active then redis.call("ZADD", KEYS[6], now + active, ARGV[8]) end
+  redis.call("PEXPIRE", KEYS[6], ttl + active)
+  values = redis.call("ZCARD", KEYS[6])
+  if limit > 0 and values > 1 and redis.call("ZCARD", KEYS[5]) >= math.ceil(limit / values) then
+    if probe == 1 then redis.call("DEL", KEYS[3]) end
+    return hold("fair_share", 0)
+  end
+end
 if limit > 0 and redis.call("ZCARD", KEYS[1]) >= limit then
   if probe == 1 then redis.call("DEL", KEYS[3]) end
   return hold("concurrency", 0)
@@ -152,21 +185,39 @@ end
 redis.call("ZADD", KEYS[1], now + ttl, slot)
 redis.call("PEXPIRE", KEYS[1], ttl)
 redis.call("ZREM", KEYS[4], key)
-return {"ok", 0, 0, probe}
+if fair then
+  redis.call("ZADD", KEYS[5], now + ttl, slot)
+  redis.call("PEXPIRE", KEYS[5], ttl)
+  redis.call("ZREM", KEYS[7], key)
+  -- active while its call lasts; release shortens it
+  local seen = tonumber(redis.call("ZSCORE", KEYS[6], ARGV[8]) or "0")
+  if seen < now + ttl then redis.call("ZADD", KEYS[6], now + ttl, ARGV[8]) end
+  redis.call("PEXPIRE", KEYS[6], ttl + tonumber(ARGV[9]))
+end
+return {"ok", 0, 0, probe, values}
 `)
 
 // releaseScript gives a call's slot back and records its outcome in the
 // circuit: a success closes it, a failure counts toward opening it.
 //
-// KEYS: slots, circuit, probe. ARGV: slot id ("" for a call admitted
-// without one), outcome class ("success", "failure" or "other"), now ms,
-// failures threshold. Returns {"opened", "closed" or "", failures in a
-// row now}.
+// KEYS: slots, circuit, probe; with a fair value also the value's slots
+// and the active values. ARGV: slot id ("" for a call admitted without
+// one), outcome class ("success", "failure" or "other"), now ms, failures
+// threshold; with a fair value also the value and how long it stays
+// active after its last call, ms. Returns {"opened", "closed" or "",
+// failures in a row now}.
 var releaseScript = redis.NewScript(`
 local slot, class, now, threshold = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 if slot ~= "" then
   redis.call("ZREM", KEYS[1], slot)
   if redis.call("GET", KEYS[3]) == slot then redis.call("DEL", KEYS[3]) end
+  if #KEYS >= 5 then
+    redis.call("ZREM", KEYS[4], slot)
+    redis.call("ZREMRANGEBYSCORE", KEYS[4], "-inf", now)
+    if redis.call("ZCARD", KEYS[4]) == 0 then
+      redis.call("ZADD", KEYS[5], "XX", now + tonumber(ARGV[6]), ARGV[5])
+    end
+  end
 end
 local fails = tonumber(redis.call("HGET", KEYS[2], "fails") or "0")
 if threshold <= 0 then return {"", fails} end
@@ -194,7 +245,10 @@ return redis.call("ZCARD", KEYS[1])
 // admit decides whether a call of key to dest may go now. It returns an
 // error when Redis does not answer; the caller then holds the task as for
 // any failure to claim.
-func (s *Steering) admit(ctx context.Context, source string, dest Destination, key string) (admission, error) {
+//
+// fair, when not empty, is the call's fair_by value (fairValue): the
+// destination's concurrency is shared among the values active now.
+func (s *Steering) admit(ctx context.Context, source string, dest Destination, key, fair string) (admission, error) {
 	if s.paused(source, dest.Name) {
 		return admission{hold: jittered(pausedHold), reason: holdPaused}, nil
 	}
@@ -212,10 +266,14 @@ func (s *Steering) admit(ctx context.Context, source string, dest Destination, k
 	now := s.now()
 	slot := key + "/" + randomSuffix()
 	ttl := dest.Timeout + slotMargin
-	res, err := admitScript.Run(ctx, s.rdb,
-		[]string{prefix + "slots", prefix + "circuit", prefix + "probe", prefix + "waiters"},
-		now.UnixMilli(), slot, ttl.Milliseconds(), dest.Concurrency, dest.Circuit.Failures,
-		dest.Circuit.Cooldown.Milliseconds(), key).Slice()
+	keys := []string{prefix + "slots", prefix + "circuit", prefix + "probe", prefix + "waiters"}
+	args := []any{now.UnixMilli(), slot, ttl.Milliseconds(), dest.Concurrency, dest.Circuit.Failures,
+		dest.Circuit.Cooldown.Milliseconds(), key}
+	if fair != "" {
+		keys = append(keys, fairKeys(prefix, fair)[:3]...)
+		args = append(args, fair, fairActive.Milliseconds())
+	}
+	res, err := admitScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
 		return admission{}, fmt.Errorf("error checking destination %s/%s: %w", source, dest.Name, err)
 	}
@@ -226,18 +284,52 @@ func (s *Steering) admit(ctx context.Context, source string, dest Destination, k
 	switch reason {
 	case holdCircuitOpen, holdCircuitProbe:
 		return admission{hold: jittered(time.Duration(ms) * time.Millisecond), reason: reason}, nil
-	case holdConcurrency:
+	case holdConcurrency, holdFairShare:
 		// Spread the waiters over the time the slots take to turn over,
 		// so they do not all come back at once.
 		spread := time.Duration(float64(minConcurrentHold) * (1 + float64(waiters)/float64(dest.Concurrency)))
 		return admission{hold: jittered(min(spread, maxSteeringHold)), reason: reason}, nil
 	}
-	adm := admission{slot: slot, probe: probe == 1}
+	adm := admission{slot: slot, probe: probe == 1, fair: fair}
 	if dest.Rate == nil {
 		return adm, nil
 	}
-	interval := dest.Rate.interval()
-	res, err = rateScript.Run(ctx, s.rdb, []string{prefix + "rate"}, interval.Microseconds(), rateHorizon.Microseconds()).Slice()
+	waitKey := prefix + "waiters"
+	if fair != "" {
+		// A value waits its turn among its own waiters; while others
+		// are active it also keeps to its share of the rate.
+		var values int64
+		if len(res) > 4 {
+			values, _ = res[4].(int64)
+		}
+		fk := fairKeys(prefix, fair)
+		waitKey = fk[2]
+		if values > 1 {
+			share := *dest.Rate
+			share.N = ceilDiv(share.N, int(values))
+			if hold, ok, err := s.rateHold(ctx, source, dest, adm, fk[3], waitKey, key, share, now, ttl); err != nil || !ok {
+				if err == nil {
+					hold.reason = holdFairShare
+				}
+				return hold, err
+			}
+		}
+	}
+	hold, ok, err := s.rateHold(ctx, source, dest, adm, prefix+"rate", waitKey, key, *dest.Rate, now, ttl)
+	if ok && err == nil {
+		return adm, nil
+	}
+	return hold, err
+}
+
+// rateHold takes the call's turn under limit at rateKey; ok when it may
+// go (its turn came within rateHorizon, waited for here). Else adm's slot
+// is given back and the answer is a hold, spread over the time limit
+// needs to let the waiters of waitKey through.
+func (s *Steering) rateHold(ctx context.Context, source string, dest Destination, adm admission, rateKey, waitKey, key string,
+	limit Rate, now time.Time, ttl time.Duration) (admission, bool, error) {
+	interval := limit.interval()
+	res, err := rateScript.Run(ctx, s.rdb, []string{rateKey}, interval.Microseconds(), rateHorizon.Microseconds()).Slice()
 	var reserved, waitMicros int64
 	if err == nil {
 		var ok1, ok2 bool
@@ -251,7 +343,7 @@ func (s *Steering) admit(ctx context.Context, source string, dest Destination, k
 	}
 	if err != nil {
 		s.release(context.WithoutCancel(ctx), source, dest, adm, outcomeOther)
-		return admission{}, fmt.Errorf("error checking destination %s/%s's rate: %w", source, dest.Name, err)
+		return admission{}, false, fmt.Errorf("error checking destination %s/%s's rate: %w", source, dest.Name, err)
 	}
 	wait := time.Duration(waitMicros) * time.Microsecond
 	if reserved == 1 {
@@ -259,12 +351,12 @@ func (s *Steering) admit(ctx context.Context, source string, dest Destination, k
 		// rateHorizon (a hold would come back only to the second).
 		if err := sleep(ctx, wait); err != nil {
 			s.release(context.WithoutCancel(ctx), source, dest, adm, outcomeOther)
-			return admission{}, fmt.Errorf("waiting for destination %s/%s's rate: %w", source, dest.Name, err)
+			return admission{}, false, fmt.Errorf("waiting for destination %s/%s's rate: %w", source, dest.Name, err)
 		}
-		return adm, nil
+		return adm, true, nil
 	}
 	s.release(context.WithoutCancel(ctx), source, dest, adm, outcomeOther)
-	n, err := waitScript.Run(ctx, s.rdb, []string{prefix + "waiters"}, now.UnixMilli(), key,
+	n, err := waitScript.Run(ctx, s.rdb, []string{waitKey}, now.UnixMilli(), key,
 		now.Add(wait+ttl).UnixMilli()).Int64()
 	if err != nil {
 		n = 1
@@ -272,7 +364,7 @@ func (s *Steering) admit(ctx context.Context, source string, dest Destination, k
 	// Each waiter takes a turn: spread them over the time the rate needs
 	// to let them all through.
 	spread := time.Duration(randv2.Int64N(int64(interval)*max(n, 1) + 1))
-	return admission{hold: min(wait-rateHorizon+spread, maxSteeringHold), reason: holdRate}, nil
+	return admission{hold: min(wait-rateHorizon+spread, maxSteeringHold), reason: holdRate}, false, nil
 }
 
 // rateHorizon is how far ahead a call may take its turn under a
@@ -315,6 +407,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// ceilDiv is a / b rounded up.
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
 // Outcome classes of a call, for the circuit.
 const (
 	outcomeSuccess = "success"
@@ -337,8 +432,13 @@ func (s *Steering) release(ctx context.Context, source string, dest Destination,
 		return ""
 	}
 	prefix := destinationKeys(source, dest.Name)
-	res, err := releaseScript.Run(ctx, s.rdb, []string{prefix + "slots", prefix + "circuit", prefix + "probe"},
-		adm.slot, class, s.now().UnixMilli(), dest.Circuit.Failures).Slice()
+	keys := []string{prefix + "slots", prefix + "circuit", prefix + "probe"}
+	args := []any{adm.slot, class, s.now().UnixMilli(), dest.Circuit.Failures}
+	if adm.fair != "" {
+		keys = append(keys, fairKeys(prefix, adm.fair)[:2]...)
+		args = append(args, adm.fair, fairActive.Milliseconds())
+	}
+	res, err := releaseScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil || len(res) != 2 {
 		// A slot expires by itself with the call's timeout.
 		return ""
@@ -429,6 +529,9 @@ type DestinationState struct {
 	ConsecutiveFailures int
 	// LastFailure is when the latest of them ended.
 	LastFailure time.Time
+	// FairValues counts the fair_by values (tenants) active now, among
+	// which the concurrency is shared; 0 without fair_by.
+	FairValues int
 }
 
 // State reads dest's state.
@@ -439,9 +542,11 @@ func (s *Steering) State(ctx context.Context, source string, dest Destination) (
 		slots   *redis.IntCmd
 		circuit *redis.MapStringStringCmd
 		procs   *redis.MapStringStringCmd
+		fair    *redis.IntCmd
 	)
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		slots = p.ZCount(ctx, prefix+"slots", strconv.FormatInt(now.UnixMilli(), 10), "+inf")
+		fair = p.ZCount(ctx, fairKeys(prefix, "")[1], strconv.FormatInt(now.UnixMilli(), 10), "+inf")
 		circuit = p.HGetAll(ctx, prefix+"circuit")
 		procs = p.HGetAll(ctx, prefix+"procs")
 		return nil
@@ -449,7 +554,7 @@ func (s *Steering) State(ctx context.Context, source string, dest Destination) (
 	if err != nil {
 		return DestinationState{}, fmt.Errorf("error reading destination %s/%s: %w", source, dest.Name, err)
 	}
-	st := DestinationState{State: "active", InFlight: int(slots.Val())}
+	st := DestinationState{State: "active", InFlight: int(slots.Val()), FairValues: int(fair.Val())}
 	for proc, v := range procs.Val() {
 		n, expiry, _ := strings.Cut(v, ":")
 		if ms, err := strconv.ParseInt(expiry, 10, 64); err != nil || ms < now.UnixMilli() {
@@ -480,7 +585,7 @@ func (h *Handler) admit(ctx context.Context, log *slog.Logger, p DeliverPayload,
 	if h.cfg.Steering == nil {
 		return admission{}, nil
 	}
-	adm, err := h.cfg.Steering.admit(ctx, p.Source, dest, p.Key())
+	adm, err := h.cfg.Steering.admit(ctx, p.Source, dest, p.Key(), h.fairValue(ctx, log, p, dest))
 	if err != nil {
 		log.WarnContext(ctx, "could not check the destination's limits; will retry", slog.String("error", err.Error()))
 		return adm, &RetryError{Delay: h.cfg.Backoff.Delay(1), Hold: true, Reason: "steering unavailable"}

@@ -31,7 +31,7 @@ func TestSteeringConcurrency(t *testing.T) {
 		}
 		wg.Go(func() {
 			for {
-				adm, err := s.admit(ctx, "src", dest, fmt.Sprintf("k%d", i))
+				adm, err := s.admit(ctx, "src", dest, fmt.Sprintf("k%d", i), "")
 				if err != nil {
 					t.Error(err)
 					return
@@ -77,14 +77,14 @@ func TestSteeringSlotOfADeadWorker(t *testing.T) {
 	s.now = func() time.Time { return clock }
 	dest := mustDestination(t, DestinationSpec{Name: "d", Concurrency: 1, Timeout: time.Second, Circuit: circuitOff})
 	ctx := context.Background()
-	if adm, err := s.admit(ctx, "src", dest, "dead"); err != nil || adm.hold > 0 {
+	if adm, err := s.admit(ctx, "src", dest, "dead", ""); err != nil || adm.hold > 0 {
 		t.Fatalf("first: %+v %v", adm, err)
 	}
-	if adm, _ := s.admit(ctx, "src", dest, "next"); adm.hold == 0 {
+	if adm, _ := s.admit(ctx, "src", dest, "next", ""); adm.hold == 0 {
 		t.Fatal("a second call got the only slot")
 	}
 	clock = clock.Add(dest.Timeout + slotMargin + time.Millisecond)
-	if adm, err := s.admit(ctx, "src", dest, "next"); err != nil || adm.hold > 0 {
+	if adm, err := s.admit(ctx, "src", dest, "next", ""); err != nil || adm.hold > 0 {
 		t.Fatalf("after the dead worker's slot expired: %+v %v", adm, err)
 	}
 }
@@ -99,7 +99,7 @@ func TestSteeringCircuit(t *testing.T) {
 	ctx := context.Background()
 	call := func(class string) (admission, string) {
 		t.Helper()
-		adm, err := s.admit(ctx, "src", dest, "k")
+		adm, err := s.admit(ctx, "src", dest, "k", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,11 +126,11 @@ func TestSteeringCircuit(t *testing.T) {
 	}
 	// After the cooldown one call probes; others wait while it is out.
 	clock = clock.Add(time.Minute)
-	probe, err := s.admit(ctx, "src", dest, "probe")
+	probe, err := s.admit(ctx, "src", dest, "probe", "")
 	if err != nil || probe.hold > 0 || !probe.probe {
 		t.Fatalf("after the cooldown: %+v %v, want one probe", probe, err)
 	}
-	if adm, _ := s.admit(ctx, "src", dest, "other"); adm.reason != holdCircuitProbe {
+	if adm, _ := s.admit(ctx, "src", dest, "other", ""); adm.reason != holdCircuitProbe {
 		t.Fatalf("while probing: %+v, want held", adm)
 	}
 	if change := s.release(ctx, "src", dest, probe, outcomeSuccess); change != "closed" {
@@ -144,9 +144,9 @@ func TestSteeringCircuit(t *testing.T) {
 		call(outcomeFailure)
 	}
 	clock = clock.Add(time.Minute)
-	probe, _ = s.admit(ctx, "src", dest, "probe")
+	probe, _ = s.admit(ctx, "src", dest, "probe", "")
 	s.release(ctx, "src", dest, probe, outcomeFailure)
-	if adm, _ := s.admit(ctx, "src", dest, "k"); adm.reason != holdCircuitOpen {
+	if adm, _ := s.admit(ctx, "src", dest, "k", ""); adm.reason != holdCircuitOpen {
 		t.Fatalf("after a failed probe: %+v, want open again", adm)
 	}
 }
@@ -173,7 +173,7 @@ func TestSteeringRate(t *testing.T) {
 		}
 		wg.Go(func() {
 			for {
-				adm, err := s.admit(ctx, "src", dest, fmt.Sprintf("k%d", i))
+				adm, err := s.admit(ctx, "src", dest, fmt.Sprintf("k%d", i), "")
 				if err != nil {
 					t.Error(err)
 					return
@@ -217,12 +217,12 @@ func TestSteeringPaused(t *testing.T) {
 	paused := true
 	s := NewSteering(NewEnqueuer(r.Client, r.Queue, nil), func(source, destination string) bool { return paused && destination == "d" })
 	dest := mustDestination(t, DestinationSpec{Name: "d"})
-	adm, err := s.admit(context.Background(), "src", dest, "k")
+	adm, err := s.admit(context.Background(), "src", dest, "k", "")
 	if err != nil || adm.reason != holdPaused || adm.hold < 20*time.Second {
 		t.Fatalf("paused: %+v %v", adm, err)
 	}
 	paused = false
-	if adm, _ := s.admit(context.Background(), "src", dest, "k"); adm.hold > 0 {
+	if adm, _ := s.admit(context.Background(), "src", dest, "k", ""); adm.hold > 0 {
 		t.Fatalf("resumed: %+v", adm)
 	}
 }

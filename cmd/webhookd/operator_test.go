@@ -136,6 +136,11 @@ func TestOperatorCommandsOverTheAdminAPI(t *testing.T) {
 	fails(cliToken, "--force needs --reason", "replay", "stripe", "evt_cli_1", "--force", "--destination", "sink")
 	fails(cliToken, "--all-destinations applies only with --force", "replay", "stripe", "evt_cli_1", "--all-destinations")
 	fails(cliToken, "--destination NAME or --all-destinations", "replay", "--source", "stripe", "--force", "--reason", "x", "--dry-run=false")
+	fails(cliToken, "--skip needs --reason", "replay", "stripe", "evt_cli_1", "--skip", "--destination", "sink")
+	fails(cliToken, "only those can be skipped", "replay", "stripe", "evt_cli_1", "--skip", "--destination", "sink", "--reason", "x")
+	if out := ok("events", "held"); !strings.Contains(out, "no entity is waiting for order") {
+		t.Errorf("events held:\n%s", out)
+	}
 	if got := p.Schema.Int(t, `SELECT count(*) FROM job_runs`); got != runs || dest.Stats().Calls != 2 {
 		t.Fatalf("refused replays changed something: %d runs (was %d), %d calls", got, runs, dest.Stats().Calls)
 	}

@@ -33,6 +33,7 @@ type eventStore interface {
 	DestinationHealth(ctx context.Context, keyPrefix string, since time.Time, step time.Duration) (dedupe.DestinationHealth, error)
 	RecentCallErrors(ctx context.Context, keyPrefix string, since time.Time, limit int) ([]dedupe.CallError, error)
 	AffectedEvents(ctx context.Context, keyPrefix string, since time.Time, limit int) ([]dedupe.AffectedEvent, error)
+	HeldEntities(ctx context.Context, source, destination string, limit int) ([]dedupe.HeldEntity, error)
 }
 
 // Config configures the admin surface.
@@ -238,10 +239,12 @@ func (a *Admin) Mount(e *echo.Echo) {
 	g.GET("/events/stream", a.streamEvents)
 	g.GET("/events/:source/:id", a.getEvent)
 	g.POST("/events/:source/:id/replay", a.replayEvent)
+	g.POST("/events/:source/:id/skip", a.skipEvent)
 	g.POST("/replay", a.bulkReplayAPI)
 	g.POST("/reload", a.reload)
 	g.POST("/rules/test", a.rulesTest)
 	g.GET("/rejected", a.listRejected)
+	g.GET("/entities", a.listEntities)
 	g.GET("/view/rejected", a.browseRejected)
 
 	g.GET("/", a.browseList)

@@ -111,6 +111,11 @@ type RunJSON struct {
 	HeldUntil    *time.Time      `json:"held_until,omitempty"`
 	ReplayedBy   string          `json:"replayed_by,omitempty"`
 	ReplayReason string          `json:"replay_reason,omitempty"`
+	// SkippedAt, SkippedBy and SkipReason record an operator's skip
+	// (order mode fifo): the entity's later events went on past it.
+	SkippedAt  *time.Time `json:"skipped_at,omitempty"`
+	SkippedBy  string     `json:"skipped_by,omitempty"`
+	SkipReason string     `json:"skip_reason,omitempty"`
 }
 
 // AttemptJSON is one destination call in EventDetailJSON.
@@ -166,6 +171,7 @@ func toDetailJSON(d dedupe.EventDetail, signatureHeader string) EventDetailJSON 
 			Result: json.RawMessage(r.Result), LastError: r.LastError, CreatedAt: r.CreatedAt,
 			StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, HeldUntil: r.HeldUntil,
 			ReplayedBy: r.ReplayedBy, ReplayReason: r.ReplayReason,
+			SkippedAt: r.SkippedAt, SkippedBy: r.SkippedBy, SkipReason: r.SkipReason,
 		}
 		if r.Shown == dedupe.ShownRetrying || r.Shown == dedupe.ShownQueued {
 			rj.NextTryAt = r.RetryAt
@@ -376,6 +382,44 @@ func (a *Admin) replayEvent(c echo.Context) error {
 		code = http.StatusAccepted
 	}
 	return c.JSON(code, res)
+}
+
+// skipInput is the optional JSON body of the skip route; query
+// parameters of the same names work too.
+type skipInput struct {
+	Destination string `json:"destination" query:"destination" form:"destination"`
+	By          string `json:"by" query:"by" form:"by"`
+	Reason      string `json:"reason" query:"reason" form:"reason"`
+}
+
+// skipEvent handles POST /admin/events/:source/:id/skip (order mode
+// fifo): 200 when a failed or dead run was skipped and its entity's later
+// events go on, 409 (with the result) when no run named was failed or
+// dead.
+func (a *Admin) skipEvent(c echo.Context) error {
+	source, id, err := eventParams(c)
+	if err != nil {
+		return err
+	}
+	var in skipInput
+	if err := bindInput(c, &in, func(b *echo.ValueBinder) {
+		b.String("destination", &in.Destination).String("by", &in.By).String("reason", &in.Reason)
+	}); err != nil {
+		return bindError("skip", err)
+	}
+	res, err := a.skip(c.Request().Context(), a.requestLog(c), jobs.SkipRequest{
+		Source: source, EventID: id, Destination: in.Destination, By: in.By, Reason: in.Reason,
+	})
+	if err != nil {
+		return httpError(err)
+	}
+	if !res.Skipped {
+		return c.JSON(http.StatusConflict, struct {
+			Error string `json:"error"`
+			jobs.SkipResult
+		}{"no run named is failed or dead: only those can be skipped (a replay reopens one)", res})
+	}
+	return c.JSON(http.StatusOK, res)
 }
 
 // bulkInput is POST /admin/replay's JSON body (or query parameters):

@@ -42,6 +42,10 @@ type DestinationJSON struct {
 	RateLimit           string     `json:"rate_limit,omitempty"`
 	CircuitFailures     int        `json:"circuit_failures"`
 	CircuitCooldown     string     `json:"circuit_cooldown,omitempty"`
+	// FairBy is the field whose values (tenants) share the concurrency,
+	// and FairValues how many of them are active now.
+	FairBy     string `json:"fair_by,omitempty"`
+	FairValues int    `json:"fair_values,omitempty"`
 	// URL is where calls go, credentials redacted.
 	URL string `json:"url"`
 }
@@ -50,7 +54,7 @@ func toDestinationJSON(st jobs.DestinationStatus) DestinationJSON {
 	out := DestinationJSON{
 		Source: st.Source, Destination: st.Destination, URL: st.URL, State: st.State, InFlight: st.InFlight,
 		ConsecutiveFailures: st.ConsecutiveFailures, Concurrency: st.Concurrency, RateLimit: st.Rate,
-		CircuitFailures: st.Circuit.Failures,
+		CircuitFailures: st.Circuit.Failures, FairBy: st.FairBy, FairValues: st.FairValues,
 	}
 	if st.Circuit.Failures > 0 {
 		out.CircuitCooldown = shortDuration(st.Circuit.Cooldown)
@@ -164,8 +168,10 @@ func bindJSONBody(c echo.Context, dst any) error {
 type destinationsPage struct {
 	viewer
 	Destinations []DestinationJSON
-	Error        string
-	Flash        string
+	// Held are the entities waiting for order (fifo), oldest first.
+	Held  []HeldEntityJSON
+	Error string
+	Flash string
 }
 
 // browseDestinations handles GET /admin/view/destinations.
@@ -178,6 +184,11 @@ func (a *Admin) browseDestinations(c echo.Context) error {
 	for _, st := range list {
 		data.Destinations = append(data.Destinations, toDestinationJSON(st))
 	}
+	held, err := a.heldEntities(c)
+	if err != nil {
+		return httpError(err)
+	}
+	data.Held = held.Entities
 	return a.render(c, http.StatusOK, "destinations", &data)
 }
 

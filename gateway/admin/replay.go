@@ -15,6 +15,7 @@ import (
 type replayer interface {
 	Replay(ctx context.Context, req jobs.ReplayRequest) (jobs.ReplayResult, error)
 	Bulk(ctx context.Context, req jobs.BulkRequest) (jobs.BulkResult, error)
+	Skip(ctx context.Context, req jobs.SkipRequest) (jobs.SkipResult, error)
 }
 
 // replay checks req's text at the edge and replays the event, logging to
@@ -27,6 +28,18 @@ func (a *Admin) replay(ctx context.Context, log *slog.Logger, req jobs.ReplayReq
 		return jobs.ReplayResult{Source: req.Source, EventID: req.EventID}, err
 	}
 	return a.replays.Replay(jobs.WithLogger(ctx, log), req)
+}
+
+// skip checks req's text at the edge and skips the event's run, logging
+// to log (the request's logger). Its errors are the Replayer's, or wrap
+// textfield.ErrInvalid (400).
+func (a *Admin) skip(ctx context.Context, log *slog.Logger, req jobs.SkipRequest) (jobs.SkipResult, error) {
+	if err := checkText(textInput{"source", req.Source, maxNameBytes}, textInput{"event id", req.EventID, maxIDBytes},
+		textInput{"destination", req.Destination, maxNameBytes}, textInput{"by", req.By, maxNoteBytes},
+		textInput{"reason", req.Reason, maxNoteBytes}); err != nil {
+		return jobs.SkipResult{Source: req.Source, EventID: req.EventID}, err
+	}
+	return a.replays.Skip(jobs.WithLogger(ctx, log), req)
 }
 
 // bulkRequest asks to replay the events matching a filter, as the API

@@ -143,6 +143,9 @@ func printEvent(w io.Writer, d admin.EventDetailJSON) error {
 		if r.ReplayReason != "" {
 			by += " (" + r.ReplayReason + ")"
 		}
+		if r.SkippedAt != nil {
+			note = fmt.Sprintf("skipped by %s at %s (%s); %s", r.SkippedBy, ts(r.SkippedAt), r.SkipReason, note)
+		}
 		fmt.Fprintf(tw, "  %s\t%d\t%s\t%d/%d\t%d\t%s\t%s\n", r.Key, r.Generation, runStatus(r), r.Attempts, r.MaxAttempts, r.Calls, by, note)
 	}
 	for _, r := range d.Waiting {

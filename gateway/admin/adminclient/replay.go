@@ -32,6 +32,33 @@ func (c *Client) Replay(ctx context.Context, w io.Writer, source, id string, req
 	return err
 }
 
+// Skip lets the entity of the event go on past its failed or dead run
+// (req is the admin API's skip request: destination, by, reason) and
+// prints what it did per destination; an answer that skipped nothing is
+// an error after the print.
+func (c *Client) Skip(ctx context.Context, w io.Writer, source, id string, req map[string]any, asJSON bool) error {
+	raw, code, err := c.Call(ctx, http.MethodPost, EventPath(source, id)+"/skip", nil, req, http.StatusConflict)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		err = PrintJSON(w, raw)
+	} else {
+		var res jobs.SkipResult
+		if err = json.Unmarshal(raw, &res); err != nil {
+			return fmt.Errorf("webhookd's answer to the skip is not what this webhookd expects: %w", err)
+		}
+		tw := termsafe.NewWriter(w)
+		for _, r := range res.Runs {
+			fmt.Fprintf(tw, "%s	%s	generation %d	%s	%s\n", r.Destination, r.Key, r.Generation, r.Action, r.Status)
+		}
+	}
+	if err == nil && code == http.StatusConflict {
+		err = c.ErrorFor(code, raw)
+	}
+	return err
+}
+
 // BulkReplay replays (or, dry, counts and lists) the events req selects
 // (the admin API's bulk replay request) and prints what it did.
 func (c *Client) BulkReplay(ctx context.Context, w io.Writer, req map[string]any, asJSON bool) error {

@@ -84,6 +84,8 @@ type Options struct {
 	OrderEntity, OrderVersion string
 	// OrderMode and OrderOnFailure are order's mode and on_failure.
 	OrderMode, OrderOnFailure string
+	// ReorderWindow is order's reorder_window.
+	ReorderWindow time.Duration
 	// Logger receives the pipeline's logs. Defaults to the test's log.
 	Logger *slog.Logger
 	// Issues tunes the worker's issues (webhookd.Config.Issues).
@@ -167,7 +169,8 @@ func Start(t testing.TB, opts Options) *Pipeline {
 		ss := webhookd.SourceSpec{Name: spec.Name, SourceSpec: gateway.SourceSpec{Verify: vcfg, EventID: spec.EventID, EventType: spec.EventType,
 			Respond: spec.Respond, MaxBodyBytes: spec.MaxBodyBytes}}
 		if opts.OrderEntity != "" {
-			ss.Order = &gateway.OrderSpec{Entity: opts.OrderEntity, Version: opts.OrderVersion, Mode: opts.OrderMode, OnFailure: opts.OrderOnFailure}
+			ss.Order = &gateway.OrderSpec{Entity: opts.OrderEntity, Version: opts.OrderVersion, Mode: opts.OrderMode, OnFailure: opts.OrderOnFailure,
+				ReorderWindow: opts.ReorderWindow}
 		}
 		for _, name := range slices.Sorted(maps.Keys(spec.Destinations)) {
 			d := jobs.DestinationSpec{Name: name, URL: spec.Destinations[name], Timeout: 5 * time.Second, MaxAttempts: opts.MaxAttempts}

@@ -1,0 +1,3 @@
+ALTER TABLE job_runs DROP COLUMN IF EXISTS skip_reason;
+ALTER TABLE job_runs DROP COLUMN IF EXISTS skipped_by;
+ALTER TABLE job_runs DROP COLUMN IF EXISTS skipped_at;
