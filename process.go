@@ -326,7 +326,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 	}
 
 	metrics.RegisterDestinations(cfg.Sources.Routes)
-	destinations := jobs.NewDestinations(store, enqueuer, p.routes, jobs.DestinationsConfig{Logger: log, Metrics: metrics})
+	destinations := jobs.NewDestinations(store, enqueuer, p.routes, jobs.DestinationsConfig{Logger: log, Metrics: metrics,
+		RateWaiters: max(cfg.Worker.Concurrency/2, 1)})
 	p.background.Go(func() { destinations.Run(bg) })
 
 	recovery := cfg.Recovery

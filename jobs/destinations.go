@@ -30,6 +30,12 @@ type DestinationsConfig struct {
 	// Metrics, when set, receives each destination's state and calls in
 	// flight.
 	Metrics *Metrics
+	// RateWaiters is how many calls of one rate-limited destination this
+	// process's worker may keep waiting for their turn; the others are
+	// held, so a destination's backlog never takes every worker (and the
+	// queue behind it, other tenants' calls included, keeps moving).
+	// Defaults to 8; the assembly gives half the worker's concurrency.
+	RateWaiters int
 }
 
 // Destinations is the operator's control of the configured destinations:
@@ -61,6 +67,9 @@ func NewDestinations(store destinationStore, enqueuer *Enqueuer, routes RouteSou
 	}
 	d := &Destinations{store: store, routes: routes, cfg: cfg, paused: map[destinationRef]dedupe.Pause{}}
 	d.steering = NewSteering(enqueuer, d.Paused)
+	if cfg.RateWaiters > 0 {
+		d.steering.rateWaiters = cfg.RateWaiters
+	}
 	return d
 }
 

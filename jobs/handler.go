@@ -153,7 +153,20 @@ func (h *Handler) deliver(ctx context.Context, p DeliverPayload) (string, callRe
 	ctx, span := h.startDeliver(ctx, p, claim, claimStart)
 	defer span.End()
 	log = log.With(slog.Int("attempt", claim.Call))
-	release, res, ok := h.guard(ctx, log, p, dest, claim)
+	var (
+		release func()
+		res     callResult
+	)
+	ok = false
+	err = sleep(ctx, adm.turnIn)
+	h.cfg.Steering.endWait(p.Source, p.Destination, adm)
+	if err != nil {
+		// Stopping before the call's turn under the rate came: it waits
+		// for its next try, no attempt spent.
+		res = callResult{outcome: dedupe.OutcomeHold, err: "stopped while waiting for its turn under the rate limit", holdReason: holdRate}
+	} else {
+		release, res, ok = h.guard(ctx, log, p, dest, claim)
+	}
 	var req callRequest
 	if ok {
 		req, res, ok = ruled(dest, callRequest{

@@ -42,6 +42,11 @@ type Steering struct {
 	views    map[destinationRef]circuitView
 	inFlight map[destinationRef]int
 	id       string
+
+	// waiting counts, per destination, the calls this process waits for
+	// their turn under the rate (admission.turnIn), at most rateWaiters.
+	waiting     map[destinationRef]int
+	rateWaiters int
 }
 
 // circuitView is a process's copy of a destination's circuit.
@@ -64,6 +69,24 @@ func NewSteering(enqueuer *Enqueuer, paused func(source, destination string) boo
 	return &Steering{
 		rdb: enqueuer.rdb, enqueuer: enqueuer, paused: paused, now: time.Now,
 		views: map[destinationRef]circuitView{}, inFlight: map[destinationRef]int{}, id: randomSuffix(),
+		waiting: map[destinationRef]int{}, rateWaiters: defaultRateWaiters,
+	}
+}
+
+// defaultRateWaiters is DestinationsConfig.RateWaiters's default.
+const defaultRateWaiters = 8
+
+// endWait ends the wait for the turn adm took under its destination's
+// rate (the call is made now, or not at all).
+func (s *Steering) endWait(source, destination string, adm admission) {
+	if !adm.waits {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ref := destinationRef{source, destination}
+	if s.waiting[ref]--; s.waiting[ref] <= 0 {
+		delete(s.waiting, ref)
 	}
 }
 
@@ -108,6 +131,14 @@ type admission struct {
 	local bool
 	// fair is the fair_by value the call's slot counts toward, or "".
 	fair string
+	// turnIn is how long until the call's turn under the destination's
+	// rate, taken here. The worker waits for it after the claim: a task
+	// is not left active and unclaimed meanwhile, which recovery would
+	// take for one whose worker died.
+	turnIn time.Duration
+	// waits is true when turnIn counts toward the destination's
+	// waiters in this process (Steering.endWait gives it back).
+	waits bool
 }
 
 // destinationKeys returns the Redis keys of a destination's steering
@@ -307,29 +338,60 @@ func (s *Steering) admit(ctx context.Context, source string, dest Destination, k
 		if values > 1 {
 			share := *dest.Rate
 			share.N = ceilDiv(share.N, int(values))
-			if hold, ok, err := s.rateHold(ctx, source, dest, adm, fk[3], waitKey, key, share, now, ttl); err != nil || !ok {
+			next, ok, err := s.rateHold(ctx, source, dest, adm, fk[3], waitKey, key, share, now, ttl)
+			if err != nil || !ok {
 				if err == nil {
-					hold.reason = holdFairShare
+					next.reason = holdFairShare
 				}
-				return hold, err
+				return next, err
 			}
+			adm = next
 		}
 	}
-	hold, ok, err := s.rateHold(ctx, source, dest, adm, prefix+"rate", waitKey, key, *dest.Rate, now, ttl)
-	if ok && err == nil {
-		return adm, nil
+	next, ok, err := s.rateHold(ctx, source, dest, adm, prefix+"rate", waitKey, key, *dest.Rate, now, ttl)
+	if err == nil && !ok && fair != "" {
+		// A value whose call waits for the rate stays active until
+		// it comes back, so the others keep to their share meanwhile:
+		// without it, a flood that fills every turn would never see
+		// the value it starves.
+		// Not kept (Redis failing): the value shares less for one hold.
+		until := now.Add(next.hold + fairActive)
+		_ = stayActiveScript.Run(ctx, s.rdb, []string{fairKeys(prefix, fair)[1]}, until.UnixMilli(), fair,
+			(next.hold + fairActive + ttl).Milliseconds()).Err()
 	}
-	return hold, err
+	return next, err
 }
 
+// stayActiveScript keeps a fair_by value active until a time, never
+// shortening what it or the key had.
+//
+// KEYS: the active values (zset: value → until ms). ARGV: until ms, the
+// value, the key's time to live ms.
+var stayActiveScript = redis.NewScript(`
+local until = tonumber(ARGV[1])
+local seen = tonumber(redis.call("ZSCORE", KEYS[1], ARGV[2]) or "0")
+if seen < until then redis.call("ZADD", KEYS[1], until, ARGV[2]) end
+if redis.call("PTTL", KEYS[1]) < tonumber(ARGV[3]) then redis.call("PEXPIRE", KEYS[1], ARGV[3]) end
+return 0
+`)
+
 // rateHold takes the call's turn under limit at rateKey; ok when it may
-// go (its turn came within rateHorizon, waited for here). Else adm's slot
-// is given back and the answer is a hold, spread over the time limit
-// needs to let the waiters of waitKey through.
+// go: its turn comes within rateHorizon, and adm's turnIn says when. Else
+// adm's slot is given back and the answer is a hold, spread over the time
+// limit needs to let the waiters of waitKey through.
 func (s *Steering) rateHold(ctx context.Context, source string, dest Destination, adm admission, rateKey, waitKey, key string,
 	limit Rate, now time.Time, ttl time.Duration) (admission, bool, error) {
 	interval := limit.interval()
-	res, err := rateScript.Run(ctx, s.rdb, []string{rateKey}, interval.Microseconds(), rateHorizon.Microseconds()).Slice()
+	// A call may wait in the worker for a turn up to rateHorizon away,
+	// unless enough of the destination's calls already do here: then
+	// only a turn free now is taken.
+	horizon := rateHorizon
+	s.mu.Lock()
+	if !adm.waits && s.waiting[destinationRef{source, dest.Name}] >= s.rateWaiters {
+		horizon = 0
+	}
+	s.mu.Unlock()
+	res, err := rateScript.Run(ctx, s.rdb, []string{rateKey}, interval.Microseconds(), horizon.Microseconds()).Slice()
 	var reserved, waitMicros int64
 	if err == nil {
 		var ok1, ok2 bool
@@ -343,19 +405,25 @@ func (s *Steering) rateHold(ctx context.Context, source string, dest Destination
 	}
 	if err != nil {
 		s.release(context.WithoutCancel(ctx), source, dest, adm, outcomeOther)
+		s.endWait(source, dest.Name, adm)
 		return admission{}, false, fmt.Errorf("error checking destination %s/%s's rate: %w", source, dest.Name, err)
 	}
 	wait := time.Duration(waitMicros) * time.Microsecond
 	if reserved == 1 {
-		// The call's turn is its own: wait for it here, at most
-		// rateHorizon (a hold would come back only to the second).
-		if err := sleep(ctx, wait); err != nil {
-			s.release(context.WithoutCancel(ctx), source, dest, adm, outcomeOther)
-			return admission{}, false, fmt.Errorf("waiting for destination %s/%s's rate: %w", source, dest.Name, err)
+		// The call's turn is its own, at most rateHorizon away: the
+		// worker waits for it (a hold would come back only to the
+		// second).
+		adm.turnIn = max(adm.turnIn, wait)
+		if wait > 0 && !adm.waits {
+			adm.waits = true
+			s.mu.Lock()
+			s.waiting[destinationRef{source, dest.Name}]++
+			s.mu.Unlock()
 		}
 		return adm, true, nil
 	}
 	s.release(context.WithoutCancel(ctx), source, dest, adm, outcomeOther)
+	s.endWait(source, dest.Name, adm)
 	n, err := waitScript.Run(ctx, s.rdb, []string{waitKey}, now.UnixMilli(), key,
 		now.Add(wait+ttl).UnixMilli()).Int64()
 	if err != nil {
@@ -364,7 +432,10 @@ func (s *Steering) rateHold(ctx context.Context, source string, dest Destination
 	// Each waiter takes a turn: spread them over the time the rate needs
 	// to let them all through.
 	spread := time.Duration(randv2.Int64N(int64(interval)*max(n, 1) + 1))
-	return admission{hold: min(wait-rateHorizon+spread, maxSteeringHold), reason: holdRate}, false, nil
+	// Back when the turn is within what it may wait for, at the
+	// soonest (a hold of 0 would read as admitted).
+	hold := max(wait-horizon, 0) + spread
+	return admission{hold: min(max(hold, time.Millisecond), maxSteeringHold), reason: holdRate}, false, nil
 }
 
 // rateHorizon is how far ahead a call may take its turn under a

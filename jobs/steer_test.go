@@ -182,6 +182,8 @@ func TestSteeringRate(t *testing.T) {
 					time.Sleep(adm.hold)
 					continue
 				}
+				time.Sleep(adm.turnIn) // as the handler does, after the claim
+				s.endWait("src", dest.Name, adm)
 				mu.Lock()
 				times = append(times, time.Now())
 				mu.Unlock()
