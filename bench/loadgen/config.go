@@ -197,6 +197,11 @@ type Config struct {
 	// Duplicates is the share (0..1) of requests that repeat an
 	// already-sent event id (preloaded ids included).
 	Duplicates float64
+	// BadSignatures is the share (0..1) of requests sent with a wrong
+	// signature (ids of their own, never acknowledged): the gateway
+	// answers 401 and records them as rejected requests. The check and
+	// the end-to-end figures cover the others.
+	BadSignatures float64
 	// BodySize is the body's size in bytes. Defaults to 1024.
 	BodySize int
 	// Source is the source to send to. Defaults to BenchSource("stripe").
@@ -301,6 +306,8 @@ func (c Config) Validate() error {
 		return errors.New("loadgen: Naive, Preload and FreshDatabase need the in-process server, not Target")
 	case c.Duplicates < 0 || c.Duplicates > 1:
 		return fmt.Errorf("loadgen: Duplicates must be within 0..1, not %v", c.Duplicates)
+	case c.BadSignatures < 0 || c.BadSignatures >= 1:
+		return fmt.Errorf("loadgen: BadSignatures must be within 0..1 (1 excluded), not %v", c.BadSignatures)
 	case c.Rate < 0:
 		return errors.New("loadgen: Rate must not be negative")
 	case c.Preload < 0:

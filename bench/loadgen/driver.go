@@ -28,12 +28,13 @@ const requestTimeout = 60 * time.Second
 type driver struct {
 	cfg    Config
 	src    Source
+	badSrc Source // src signing with a secret the gateway does not know
 	url    string
 	client *fasthttp.Client
 	book   *book
 
-	sent, ok, failed, errs atomic.Int64
-	backlog                func() int // open loop: due requests not yet started
+	sent, ok, failed, errs, bad atomic.Int64
+	backlog                     func() int // open loop: due requests not yet started
 }
 
 // tally is one worker's results, merged at the end.
@@ -61,11 +62,14 @@ func (t *tally) merge(o *tally) {
 
 func newDriver(cfg Config, baseURL string, b *book) *driver {
 	src := *cfg.Source
+	badSrc := src
+	badSrc.Verify.Secrets = []string{"whsec_bm90IHRoZSBnYXRld2F5J3Mgc2VjcmV0IGF0IGFsbA=="}
 	d := &driver{
-		cfg:  cfg,
-		src:  src,
-		url:  strings.TrimRight(baseURL, "/") + "/webhooks/" + src.Name,
-		book: b,
+		cfg:    cfg,
+		src:    src,
+		badSrc: badSrc,
+		url:    strings.TrimRight(baseURL, "/") + "/webhooks/" + src.Name,
+		book:   b,
 		// fasthttp's client sends and reads in the calling goroutine, with
 		// no per-connection goroutines: the generator shares the machine it
 		// measures, so its own cost per request is kept small (cheaper than
@@ -164,11 +168,21 @@ func (d *driver) dispatch(ctx context.Context, start, deadline time.Time, due ch
 
 // one sends one request; its latency counts from intended.
 func (d *driver) one(intended time.Time, t *tally, r *rand.Rand) {
+	if d.cfg.BadSignatures > 0 && r.Float64() < d.cfg.BadSignatures {
+		n := d.bad.Add(1)
+		d.send(intended, t, d.badSrc, fmt.Sprintf("evt_bad_%d", n), n, nil)
+		return
+	}
 	p := d.book.next(r, d.cfg.Duplicates)
-	id := d.book.id(p)
-	body := makeBody(id, p.n, d.cfg.BodySize)
+	d.send(intended, t, d.src, d.book.id(p), p.n, &p)
+}
+
+// send sends event id (number n) signed by src; p, when set, is the
+// book's entry, acknowledged on a 2xx.
+func (d *driver) send(intended time.Time, t *tally, src Source, id string, n int64, p *pick) {
+	body := makeBody(id, n, d.cfg.BodySize)
 	d.sent.Add(1)
-	header, rawQuery, err := d.src.sign(id, body, time.Now())
+	header, rawQuery, err := src.sign(id, body, time.Now())
 	if err != nil {
 		d.fail(t, err)
 		return
@@ -197,8 +211,8 @@ func (d *driver) one(intended time.Time, t *tally, r *rand.Rand) {
 	lat := time.Since(intended).Microseconds()
 	_ = t.hist.RecordValue(min(max(lat, 1), maxLatencyMicros))
 	t.codes[code]++
-	if code >= 200 && code < 300 {
-		d.book.ack(p)
+	if code >= 200 && code < 300 && p != nil {
+		d.book.ack(*p)
 		d.ok.Add(1)
 		return
 	}
