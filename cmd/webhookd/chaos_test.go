@@ -37,6 +37,20 @@ import (
 // 60) to change how long traffic runs.
 func TestChaos(t *testing.T) {
 	t.Parallel()
+	runChaos(t, "")
+}
+
+// TestChaosFIFO is TestChaos with ordered delivery on (order.mode fifo,
+// 500 entities): the ordering state lives in Postgres, so the same
+// faults lose and repeat nothing more.
+func TestChaosFIFO(t *testing.T) {
+	t.Parallel()
+	runChaos(t, "    order: {entity: json:entity, mode: fifo}\n")
+}
+
+// runChaos runs the chaos test with order (a source's order block, or
+// "") added to the fault configuration.
+func runChaos(t *testing.T, order string) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("WEBHOOKD_CHAOS_SEED"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
@@ -60,7 +74,9 @@ func TestChaos(t *testing.T) {
 	schema := pgtest.New(t)
 	rs := proctest.StartRedis(t)
 	dest := newChaosSink(t, rand.New(rand.NewPCG(seed+1, seed)))
-	cfg := proctest.WriteConfig(t, strings.Replace(faultConfig(schema.URL, rs.URL, "webhookd", dest.URL), "lease: 3s", "lease: 5s", 1))
+	yaml := strings.Replace(faultConfig(schema.URL, rs.URL, "webhookd", dest.URL), "lease: 3s", "lease: 5s", 1)
+	yaml = strings.Replace(yaml, "    event_id: json:id\n", "    event_id: json:id\n"+order, 1)
+	cfg := proctest.WriteConfig(t, yaml)
 
 	c := &cluster{t: t, bin: bin, cfg: cfg}
 	c.start("gateway", "gateway")
@@ -352,13 +368,15 @@ func (s *chaosSenders) run(ctx context.Context, rate int) {
 		case <-ticker.C:
 		}
 		id := fmt.Sprintf("evt_chaos_%06d", n)
-		wg.Go(func() { s.deliver(id) })
+		entity := fmt.Sprintf("e%d", n%500)
+		wg.Go(func() { s.deliver(id, entity) })
 	}
 }
 
-// deliver sends id until acknowledged (for up to a minute).
-func (s *chaosSenders) deliver(id string) {
-	body := []byte(fmt.Sprintf(`{"id":%q,"type":"chaos.test"}`, id))
+// deliver sends id (about entity) until acknowledged (for up to a
+// minute).
+func (s *chaosSenders) deliver(id, entity string) {
+	body := []byte(fmt.Sprintf(`{"id":%q,"type":"chaos.test","entity":%q}`, id, entity))
 	deadline := time.Now().Add(time.Minute)
 	for try := 0; time.Now().Before(deadline); try++ {
 		if try > 0 {
