@@ -208,10 +208,16 @@ func (d *driver) send(intended time.Time, t *tally, src Source, id string, n int
 		return
 	}
 	code := resp.StatusCode()
+	t.codes[code]++
+	if p == nil {
+		// A rejected request's answer is not an ack: the latency
+		// figures stay those of the requests the gateway keeps.
+		d.failed.Add(1)
+		return
+	}
 	lat := time.Since(intended).Microseconds()
 	_ = t.hist.RecordValue(min(max(lat, 1), maxLatencyMicros))
-	t.codes[code]++
-	if code >= 200 && code < 300 && p != nil {
+	if code >= 200 && code < 300 {
 		d.book.ack(*p)
 		d.ok.Add(1)
 		return

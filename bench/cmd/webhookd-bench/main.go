@@ -162,7 +162,7 @@ With --target it sends to a running gateway's --source, signed with
 	f.Float64Var(&cfg.Rate, "rate", 0, "open loop: requests per second at steady spacing (latency from the intended send time); 0 = closed loop")
 	f.DurationVarP(&cfg.Duration, "duration", "d", loadgen.Config{}.WithDefaults().Duration, "how long to send")
 	f.Float64Var(&cfg.Duplicates, "duplicates", 0, "share of requests (0..1) that repeat an already-sent or preloaded event id")
-	f.Float64Var(&cfg.BadSignatures, "bad-signatures", 0, "share of requests (0..1) sent with a wrong signature (answered 401 and recorded as rejected; not in the check)")
+	f.Float64Var(&cfg.BadSignatures, "bad-signatures", 0, "share of requests (0..1) sent with a wrong signature (answered 401 and recorded as rejected; not in the check or the ack latency)")
 	f.IntVar(&cfg.BodySize, "body-size", 1024, "body size in bytes")
 	f.StringVar(&scheme, "scheme", "stripe", "signature scheme (every verify scheme but twilio, msgraph, linear, mailgun, adyen and square): of the in-process source, or with --target of --source")
 	f.StringVar(&cfg.Target, "target", "", "base URL of a running gateway (default: run webhookd in this process)")
