@@ -2,9 +2,12 @@ package webhookd
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -92,4 +95,70 @@ func (w *dependencyWatch) Run(ctx context.Context) {
 		case <-ticker.C:
 		}
 	}
+}
+
+// postgresProbe checks that Postgres answers on a connection of its own,
+// for the dependency watch and readiness. A pool whose connections are
+// all busy with work is not Postgres down, but a check that waits behind
+// that work for a connection says it is: under load, "postgres
+// unreachable" lines, webhookd_dependency_up at 0 and a failing /readyz
+// that takes a busy gateway out of its load balancer.
+type postgresProbe struct {
+	config *pgx.ConnConfig
+	// turn holds the connection: one check at a time uses it, and a
+	// check gives up waiting for its turn when its context ends.
+	turn chan *pgx.Conn
+}
+
+// newPostgresProbe returns a probe connecting as pool does (its URL,
+// target_session_attrs and timeouts included).
+func newPostgresProbe(pool *pgxpool.Pool) *postgresProbe {
+	p := &postgresProbe{config: pool.Config().ConnConfig.Copy(), turn: make(chan *pgx.Conn, 1)}
+	p.turn <- nil
+	return p
+}
+
+// Check pings Postgres, connecting first when the probe's connection is
+// missing or was lost.
+func (p *postgresProbe) Check(ctx context.Context) error {
+	var conn *pgx.Conn
+	select {
+	case conn = <-p.turn:
+	case <-ctx.Done():
+		return fmt.Errorf("error pinging postgres: waiting for the previous check: %w", ctx.Err())
+	}
+	defer func() { p.turn <- conn }()
+	// A connection that was open may have been closed since by the
+	// server or a proxy (idle timeouts, a failover): that alone is not
+	// Postgres down, so a failed ping on it is tried once more on a new
+	// connection.
+	for fresh := conn == nil; ; fresh = true {
+		if conn == nil || conn.IsClosed() {
+			c, err := pgx.ConnectConfig(ctx, p.config)
+			if err != nil {
+				conn = nil
+				return fmt.Errorf("error connecting to postgres: %w", err)
+			}
+			conn, fresh = c, true
+		}
+		err := conn.Ping(ctx)
+		if err == nil {
+			return nil
+		}
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = conn.Close(closeCtx)
+		cancel()
+		conn = nil
+		if fresh || ctx.Err() != nil {
+			return fmt.Errorf("error pinging postgres: %w", err)
+		}
+	}
+}
+
+// Close closes the probe's connection; a Check after it connects again.
+func (p *postgresProbe) Close(ctx context.Context) {
+	if conn := <-p.turn; conn != nil {
+		_ = conn.Close(ctx)
+	}
+	p.turn <- nil
 }

@@ -197,9 +197,12 @@ type Process struct {
 	listener net.Listener // bound first; served once everything has started
 	serving  bool
 
-	pool  *pgxpool.Pool
-	redis redis.UniversalClient
-	srv   *gateway.Server
+	pool *pgxpool.Pool
+	// postgres checks Postgres for readiness and the dependency watch
+	// on a connection outside pool.
+	postgres *postgresProbe
+	redis    redis.UniversalClient
+	srv      *gateway.Server
 
 	routes  *jobs.RouteTable
 	metrics *jobs.Metrics
@@ -269,7 +272,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 	p.stopBackground = stop
 
 	pingRedis := func(ctx context.Context) error { return PingRedis(ctx, p.redis) }
-	watch := newDependencyWatch(dependencies(cfg.Roles, store.Ping, pingRedis), time.Second, log, reg)
+	p.postgres = newPostgresProbe(p.pool)
+	watch := newDependencyWatch(dependencies(cfg.Roles, p.postgres.Check, pingRedis), time.Second, log, reg)
 	p.background.Go(func() { watch.Run(bg) })
 	gwCfg := gateway.Config{
 		MaxBodyBytes:   cfg.MaxBodyBytes,
@@ -282,7 +286,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		// Postgres takes writes, Redis down only degrading it; a worker
 		// needs both.
 		Readiness: []gateway.Check{
-			{Name: "postgres", Func: store.Ping},
+			{Name: "postgres", Func: p.postgres.Check},
 			{Name: "redis", Func: pingRedis, Degrades: cfg.Roles.Gateway},
 		},
 	}
@@ -468,6 +472,9 @@ func (p *Process) Stop(ctx context.Context) error {
 		}
 		if p.redis != nil {
 			_ = p.redis.Close()
+		}
+		if p.postgres != nil {
+			p.postgres.Close(ctx)
 		}
 		if p.pool != nil {
 			p.pool.Close()

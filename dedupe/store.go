@@ -3,7 +3,6 @@ package dedupe
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -30,14 +29,6 @@ type Store struct {
 // New returns a Store on pool.
 func New(pool *pgxpool.Pool) *Store {
 	return &Store{pool: pool}
-}
-
-// Ping reports whether Postgres answers.
-func (s *Store) Ping(ctx context.Context) error {
-	if err := s.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("error pinging postgres: %w", err)
-	}
-	return nil
 }
 
 // translate maps driver errors to this package's errors.
