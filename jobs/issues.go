@@ -35,6 +35,10 @@ const DefaultIssueRefresh = 2 * time.Second
 // delivery's answer by at most this.
 const issueWriteTimeout = 2 * time.Second
 
+// heldCounted bounds the events a process remembers as counted in a
+// destination's "circuit open" issue; past it the memory starts over.
+const heldCounted = 10_000
+
 // issueStore is what Issues needs from dedupe.Store.
 type issueStore interface {
 	RecordIssueFailure(ctx context.Context, f dedupe.IssueFailure) (dedupe.IssueRecorded, error)
@@ -80,18 +84,26 @@ func (c IssuesConfig) WithDefaults() IssuesConfig {
 // place that decides what an outcome means for an issue. A failed
 // outcome is one upsert; a success costs a statement only while the
 // destination has an open issue, which a cache (refreshed every Refresh
-// by Run) answers without asking Postgres.
+// by Run) answers without asking Postgres. An event the open circuit
+// holds is counted once, not at each of its holds: a dead destination's
+// held events come back every cooldown, and an upsert each time, all on
+// the issue's one row, took the connections every other destination's
+// deliveries needed.
 type Issues struct {
 	store issueStore
 	cfg   IssuesConfig
 
 	mu   sync.RWMutex
 	open map[dedupe.IssueDestination]bool
+	// held are the events counted in each open destination's "circuit
+	// open" issue by this process.
+	held map[dedupe.IssueDestination]map[string]struct{}
 }
 
 // NewIssues returns Issues kept in store (*dedupe.Store in production).
 func NewIssues(store issueStore, cfg IssuesConfig) *Issues {
-	return &Issues{store: store, cfg: cfg.WithDefaults(), open: map[dedupe.IssueDestination]bool{}}
+	return &Issues{store: store, cfg: cfg.WithDefaults(), open: map[dedupe.IssueDestination]bool{},
+		held: map[dedupe.IssueDestination]map[string]struct{}{}}
 }
 
 // Run reloads the destinations with an open issue every Refresh until
@@ -126,6 +138,11 @@ func (t *Issues) refresh(ctx context.Context) {
 	}
 	t.mu.Lock()
 	t.open = open
+	for d := range t.held {
+		if !open[d] {
+			delete(t.held, d)
+		}
+	}
 	t.mu.Unlock()
 }
 
@@ -182,6 +199,9 @@ func (t *Issues) observe(ctx context.Context, log *slog.Logger, p DeliverPayload
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), issueWriteTimeout)
 	defer cancel()
+	if signal == signalFailure && cause == CauseCircuitOpen && !t.firstHold(dest, p.EventID) {
+		return
+	}
 	if signal == signalFailure {
 		r, err := t.store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: p.Source, Destination: p.Destination, Cause: cause, ExternalID: p.EventID})
 		if err != nil {
@@ -219,5 +239,23 @@ func (t *Issues) setOpen(dest dedupe.IssueDestination, open bool) {
 		t.open[dest] = true
 	} else {
 		delete(t.open, dest)
+		delete(t.held, dest)
 	}
+}
+
+// firstHold reports whether the open circuit's hold of event is the
+// first this process counts toward dest's issue, and remembers it.
+func (t *Issues) firstHold(dest dedupe.IssueDestination, event string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	seen := t.held[dest]
+	if _, ok := seen[event]; ok {
+		return false
+	}
+	if seen == nil || len(seen) >= heldCounted {
+		seen = map[string]struct{}{}
+		t.held[dest] = seen
+	}
+	seen[event] = struct{}{}
+	return true
 }

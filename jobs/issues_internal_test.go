@@ -1,6 +1,10 @@
 package jobs
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
 	"testing"
 
 	"github.com/webhookd/webhookd/dedupe"
@@ -31,5 +35,64 @@ func TestIssueCause(t *testing.T) {
 		if signal != c.expectSignal || cause != c.expectCause {
 			t.Errorf("%s: got (%d, %q), want (%d, %q)", c.name, signal, cause, c.expectSignal, c.expectCause)
 		}
+	}
+}
+
+// countingIssueStore counts the failures written, as if each opened or
+// counted into one open issue.
+type countingIssueStore struct {
+	mu       sync.Mutex
+	failures map[string]int // by cause
+}
+
+func (s *countingIssueStore) RecordIssueFailure(_ context.Context, f dedupe.IssueFailure) (dedupe.IssueRecorded, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures[f.Cause]++
+	return dedupe.IssueRecorded{}, nil
+}
+
+func (s *countingIssueStore) RecordIssueSuccess(context.Context, string, string, int) (dedupe.IssueSuccess, error) {
+	return dedupe.IssueSuccess{Open: true}, nil
+}
+
+func (s *countingIssueStore) OpenIssueDestinations(context.Context) ([]dedupe.IssueDestination, error) {
+	return nil, nil
+}
+
+// TestIssuesCountAHeldEventOnce: the open circuit holds each event again
+// every cooldown; its issue is written once per event (from many
+// goroutines at once), while every failed call is written; once the
+// destination has no open issue, a hold counts again.
+func TestIssuesCountAHeldEventOnce(t *testing.T) {
+	t.Parallel()
+	store := &countingIssueStore{failures: map[string]int{}}
+	issues := NewIssues(store, IssuesConfig{Logger: slog.New(slog.DiscardHandler)})
+	log := slog.New(slog.DiscardHandler)
+	payload := func(n int) DeliverPayload {
+		return DeliverPayload{Source: "stripe", Destination: "crm", EventID: fmt.Sprintf("evt_%d", n)}
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for n := range 50 {
+				issues.observe(t.Context(), log, payload(n), callResult{cause: CauseCircuitOpen})
+				if g == 0 {
+					issues.observe(t.Context(), log, payload(n), callResult{called: true, outcome: dedupe.OutcomeRetry, statusCode: 500})
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := store.failures[CauseCircuitOpen]; got != 50 {
+		t.Errorf("8 holds of each of 50 events wrote %d circuit-open failures, want 50", got)
+	}
+	if got := store.failures["500"]; got != 50 {
+		t.Errorf("50 failed calls wrote %d failures, want 50", got)
+	}
+	issues.setOpen(dedupe.IssueDestination{Source: "stripe", Destination: "crm"}, false)
+	issues.observe(t.Context(), log, payload(0), callResult{cause: CauseCircuitOpen})
+	if got := store.failures[CauseCircuitOpen]; got != 51 {
+		t.Errorf("a hold after the issue closed: %d circuit-open failures, want 51", got)
 	}
 }
