@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/webhookd/webhookd/alerts"
 	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 )
 
@@ -138,7 +140,18 @@ func TestDeployKitNamesExportedSeries(t *testing.T) {
 // series, as Prometheus stores them.
 func exportedSeries(t *testing.T) []series {
 	t.Helper()
-	p := pipelinetest.Start(t, pipelinetest.Options{Destinations: map[string]string{"billing": "http://127.0.0.1:1/"}})
+	// An alert channel, so the alert messages' series exist too; it is
+	// never sent to (no issue opens before /metrics is read).
+	channels, err := alerts.NewChannels(alerts.Spec{Channels: []alerts.ChannelSpec{{Webhook: &alerts.WebhookSpec{
+		URL: "http://127.0.0.1:1/", SigningSecret: "whsec_" + base64.StdEncoding.EncodeToString([]byte("deploy-kit-test-secret-32-bytes!")),
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pipelinetest.Start(t, pipelinetest.Options{
+		Destinations: map[string]string{"billing": "http://127.0.0.1:1/"},
+		Alerts:       alerts.NotifierConfig{Channels: channels},
+	})
 	resp, err := http.Get(p.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
