@@ -125,26 +125,8 @@ RETURNING ` + runColumns
 // succeed, or a replay reopened it); it returns ErrNotFound when there is
 // no run, and ErrTooSlow past AdminStatementTimeout.
 func (s *Store) SkipRun(ctx context.Context, key, by, reason string) (Run, bool, error) {
-	var (
-		run     Run
-		skipped bool
-	)
-	err := s.adminTx(ctx, true, func(tx pgx.Tx) error {
-		var err error
-		run, err = scanRun(tx.QueryRow(ctx, skipRunSQL, key, by, reason))
-		if skipped = err == nil; skipped || !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		run, err = scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM job_runs WHERE key = $1`, key))
-		return err
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Run{}, false, fmt.Errorf("run %s: %w", key, ErrNotFound)
-	}
+	run, skipped, err := s.changeRun(ctx, skipRunSQL, key, by, reason)
 	if err != nil {
-		if errors.Is(err, ErrTooSlow) {
-			return Run{}, false, err
-		}
 		return Run{}, false, fmt.Errorf("error skipping run: %w", err)
 	}
 	return run, skipped, nil

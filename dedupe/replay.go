@@ -35,14 +35,23 @@ RETURNING ` + runColumns
 // have taken it meanwhile); it returns ErrNotFound when there is no run,
 // and ErrTooSlow past AdminStatementTimeout.
 func (s *Store) ReopenRun(ctx context.Context, key, by, reason string) (Run, bool, error) {
-	var (
-		run      Run
-		reopened bool
-	)
-	err := s.adminTx(ctx, true, func(tx pgx.Tx) error {
+	run, reopened, err := s.changeRun(ctx, reopenSQL, key, by, reason)
+	if err != nil {
+		return Run{}, false, fmt.Errorf("error reopening run: %w", err)
+	}
+	return run, reopened, nil
+}
+
+// changeRun runs change, an UPDATE of key's run ($1) by an operator ($2,
+// for reason $3) that returns the run only when its state allowed the
+// change, in one admin transaction. changed is false, and run is the run
+// as it stands, when the state did not; ErrNotFound when there is no
+// run, ErrTooSlow past AdminStatementTimeout.
+func (s *Store) changeRun(ctx context.Context, change, key, by, reason string) (run Run, changed bool, err error) {
+	err = s.adminTx(ctx, true, func(tx pgx.Tx) error {
 		var err error
-		run, err = scanRun(tx.QueryRow(ctx, reopenSQL, key, by, reason))
-		if reopened = err == nil; reopened || !errors.Is(err, pgx.ErrNoRows) {
+		run, err = scanRun(tx.QueryRow(ctx, change, key, by, reason))
+		if changed = err == nil; changed || !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
 		run, err = scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM job_runs WHERE key = $1`, key))
@@ -51,10 +60,7 @@ func (s *Store) ReopenRun(ctx context.Context, key, by, reason string) (Run, boo
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, false, fmt.Errorf("run %s: %w", key, ErrNotFound)
 	}
-	if err != nil {
-		return Run{}, false, fmt.Errorf("error reopening run: %w", err)
-	}
-	return run, reopened, nil
+	return run, changed, err
 }
 
 // FirstRun is what [Store.OpenFirstRun] needs to record a replay's run

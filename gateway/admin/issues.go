@@ -28,15 +28,9 @@ type IssueListJSON struct {
 
 // listIssues handles GET /admin/issues[?state=open|closed|resolved].
 func (a *Admin) listIssues(c echo.Context) error {
-	state := c.QueryParam("state")
-	switch state {
-	case "", dedupe.IssueOpen, dedupe.IssueClosed, dedupe.IssueResolved:
-	default:
-		return echo.NewHTTPError(http.StatusBadRequest, "state must be open, closed or resolved")
-	}
-	issues, err := a.cfg.Issues.ListIssues(c.Request().Context(), dedupe.IssueFilter{State: state})
+	issues, _, err := a.issuesAsked(c)
 	if err != nil {
-		return httpError(err)
+		return err
 	}
 	if issues == nil {
 		issues = []dedupe.Issue{}
@@ -188,17 +182,27 @@ type issuesPage struct {
 
 // browseIssues handles GET /admin/view/issues[?state=…].
 func (a *Admin) browseIssues(c echo.Context) error {
+	issues, state, err := a.issuesAsked(c)
+	if err != nil {
+		return err
+	}
+	return a.render(c, http.StatusOK, "issues", &issuesPage{Issues: issues, State: state})
+}
+
+// issuesAsked lists the issues in the state ?state= names (every state
+// when empty), for the API and the page alike.
+func (a *Admin) issuesAsked(c echo.Context) ([]dedupe.Issue, string, error) {
 	state := c.QueryParam("state")
 	switch state {
 	case "", dedupe.IssueOpen, dedupe.IssueClosed, dedupe.IssueResolved:
 	default:
-		return echo.NewHTTPError(http.StatusBadRequest, "state must be open, closed or resolved")
+		return nil, "", echo.NewHTTPError(http.StatusBadRequest, "state must be open, closed or resolved")
 	}
 	issues, err := a.cfg.Issues.ListIssues(c.Request().Context(), dedupe.IssueFilter{State: state})
 	if err != nil {
-		return httpError(err)
+		return nil, "", httpError(err)
 	}
-	return a.render(c, http.StatusOK, "issues", &issuesPage{Issues: issues, State: state})
+	return issues, state, nil
 }
 
 // issuePage is one issue's page, with a resolve's result when one was
