@@ -118,8 +118,8 @@ func newPostgresProbe(pool *pgxpool.Pool) *postgresProbe {
 	return p
 }
 
-// Check pings Postgres, connecting first when the probe's connection is
-// missing or was lost.
+// Check pings Postgres on the probe's connection, or connects when it has
+// none or the ping failed on it: a new session is the answer then.
 func (p *postgresProbe) Check(ctx context.Context) error {
 	var conn *pgx.Conn
 	select {
@@ -128,19 +128,7 @@ func (p *postgresProbe) Check(ctx context.Context) error {
 		return fmt.Errorf("error pinging postgres: waiting for the previous check: %w", ctx.Err())
 	}
 	defer func() { p.turn <- conn }()
-	// A connection that was open may have been closed since by the
-	// server or a proxy (idle timeouts, a failover): that alone is not
-	// Postgres down, so a failed ping on it is tried once more on a new
-	// connection.
-	for fresh := conn == nil; ; fresh = true {
-		if conn == nil || conn.IsClosed() {
-			c, err := pgx.ConnectConfig(ctx, p.config)
-			if err != nil {
-				conn = nil
-				return fmt.Errorf("error connecting to postgres: %w", err)
-			}
-			conn, fresh = c, true
-		}
+	if conn != nil && !conn.IsClosed() {
 		err := conn.Ping(ctx)
 		if err == nil {
 			return nil
@@ -149,10 +137,19 @@ func (p *postgresProbe) Check(ctx context.Context) error {
 		_ = conn.Close(closeCtx)
 		cancel()
 		conn = nil
-		if fresh || ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return fmt.Errorf("error pinging postgres: %w", err)
 		}
+		// The server or a proxy may have closed the connection (an idle
+		// timeout, a failover): that alone is not Postgres down, so a
+		// new connection decides.
 	}
+	c, err := pgx.ConnectConfig(ctx, p.config)
+	if err != nil {
+		return fmt.Errorf("error connecting to postgres: %w", err)
+	}
+	conn = c
+	return nil
 }
 
 // Close closes the probe's connection; a Check after it connects again.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -140,6 +141,27 @@ func TestOperatorCommandsOverTheAdminAPI(t *testing.T) {
 	fails(cliToken, "only those can be skipped", "replay", "stripe", "evt_cli_1", "--skip", "--destination", "sink", "--reason", "x")
 	if out := ok("events", "held"); !strings.Contains(out, "no entity is waiting for order") {
 		t.Errorf("events held:\n%s", out)
+	}
+
+	// A request with no signature is refused and kept (off the request
+	// path, so it is waited for): rejected list shows it, --json is the
+	// API's list.
+	resp, err := http.Post(p.URL+"/webhooks/stripe", "application/json", strings.NewReader(`{"id":"evt_forged","type":"invoice.paid"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("an unsigned request: %d, want 401", resp.StatusCode)
+	}
+	pipelinetest.Eventually(t, 10*time.Second, "the unsigned request listed", func() bool {
+		out := ok("rejected", "list", "--source", "stripe")
+		return strings.Contains(out, "stripe") && strings.Contains(out, " 401 ")
+	})
+	var rejected admin.RejectedListJSON
+	if err := json.Unmarshal([]byte(ok("rejected", "list", "--json")), &rejected); err != nil || len(rejected.Rejected) != 1 ||
+		rejected.Rejected[0].Source != "stripe" || rejected.Rejected[0].Status != http.StatusUnauthorized {
+		t.Errorf("rejected list --json: %v, %+v", err, rejected)
 	}
 	if got := p.Schema.Int(t, `SELECT count(*) FROM job_runs`); got != runs || dest.Stats().Calls != 2 {
 		t.Fatalf("refused replays changed something: %d runs (was %d), %d calls", got, runs, dest.Stats().Calls)

@@ -178,6 +178,19 @@ func EventPath(source, id string) string {
 	return "/admin/events/" + url.PathEscape(source) + "/" + url.PathEscape(id)
 }
 
+// doneOrJSON says whether a command that called the API is done: when the
+// call failed (err is returned) or asJSON asked for the API's JSON as it
+// came (raw, printed to w).
+func doneOrJSON(w io.Writer, raw []byte, err error, asJSON bool) (bool, error) {
+	if err != nil {
+		return true, err
+	}
+	if asJSON {
+		return true, PrintJSON(w, raw)
+	}
+	return false, nil
+}
+
 // PrintJSON writes an API answer indented, as --json prints it.
 func PrintJSON(w io.Writer, raw []byte) error {
 	var out bytes.Buffer

@@ -31,10 +31,7 @@ func (c *Client) ListHeldEntities(ctx context.Context, w io.Writer, source, dest
 	}
 	var list admin.HeldEntitiesJSON
 	raw, err := c.Get(ctx, "/admin/entities", q, &list)
-	if err != nil || asJSON {
-		if err == nil {
-			err = PrintJSON(w, raw)
-		}
+	if done, err := doneOrJSON(w, raw, err, asJSON); done {
 		return err
 	}
 	w = termsafe.NewWriter(w) // entities and event ids come from senders

@@ -27,10 +27,7 @@ func (c *Client) ListIssues(ctx context.Context, w io.Writer, state string, asJS
 	}
 	var list admin.IssueListJSON
 	raw, err := c.Get(ctx, "/admin/issues", q, &list)
-	if err != nil || asJSON {
-		if err == nil {
-			err = PrintJSON(w, raw)
-		}
+	if done, err := doneOrJSON(w, raw, err, asJSON); done {
 		return err
 	}
 	w = termsafe.NewWriter(w)
@@ -52,10 +49,7 @@ func (c *Client) ListIssues(ctx context.Context, w io.Writer, state string, asJS
 func (c *Client) ShowIssue(ctx context.Context, w io.Writer, id int64, asJSON bool) error {
 	var issue dedupe.Issue
 	raw, err := c.Get(ctx, "/admin/issues/"+strconv.FormatInt(id, 10), nil, &issue)
-	if err != nil || asJSON {
-		if err == nil {
-			err = PrintJSON(w, raw)
-		}
+	if done, err := doneOrJSON(w, raw, err, asJSON); done {
 		return err
 	}
 	w = termsafe.NewWriter(w) // event ids come from senders
@@ -78,10 +72,7 @@ func (c *Client) ShowIssue(ctx context.Context, w io.Writer, id int64, asJSON bo
 func (c *Client) ResolveIssue(ctx context.Context, w io.Writer, id int64, replay, dryRun bool, by, reason string, asJSON bool) error {
 	body := map[string]any{"replay": replay, "dry_run": dryRun, "by": by, "reason": reason}
 	raw, _, err := c.Call(ctx, http.MethodPost, "/admin/issues/"+strconv.FormatInt(id, 10)+"/resolve", nil, body)
-	if err != nil || asJSON {
-		if err == nil {
-			err = PrintJSON(w, raw)
-		}
+	if done, err := doneOrJSON(w, raw, err, asJSON); done {
 		return err
 	}
 	var res admin.ResolveJSON

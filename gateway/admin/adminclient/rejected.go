@@ -24,10 +24,7 @@ func (c *Client) ListRejected(ctx context.Context, w io.Writer, source string, l
 	}
 	var list admin.RejectedListJSON
 	raw, err := c.Get(ctx, "/admin/rejected", q, &list)
-	if err != nil || asJSON {
-		if err == nil {
-			err = PrintJSON(w, raw)
-		}
+	if done, err := doneOrJSON(w, raw, err, asJSON); done {
 		return err
 	}
 	w = termsafe.NewWriter(w) // sources, reasons and addresses come from clients
