@@ -43,11 +43,18 @@ type Steering struct {
 	inFlight map[destinationRef]int
 	id       string
 
-	// waiting counts, per destination, the calls this process waits for
-	// their turn under the rate (admission.turnIn), at most rateWaiters.
-	waiting     map[destinationRef]int
+	// waiting counts, per destination and fair_by value, the calls this
+	// process waits for their turn under the rate (admission.turnIn), at
+	// most rateWaiters each: a flooding value filling the count would
+	// leave another value only turns free right now, which the flood's
+	// own waiters keep taking.
+	waiting     map[rateWaitRef]int
 	rateWaiters int
 }
+
+// rateWaitRef names the calls that count toward one rateWaiters bound:
+// a destination's, or with fair_by one value's.
+type rateWaitRef struct{ source, destination, fair string }
 
 // circuitView is a process's copy of a destination's circuit.
 type circuitView struct {
@@ -69,7 +76,7 @@ func NewSteering(enqueuer *Enqueuer, paused func(source, destination string) boo
 	return &Steering{
 		rdb: enqueuer.rdb, enqueuer: enqueuer, paused: paused, now: time.Now,
 		views: map[destinationRef]circuitView{}, inFlight: map[destinationRef]int{}, id: randomSuffix(),
-		waiting: map[destinationRef]int{}, rateWaiters: defaultRateWaiters,
+		waiting: map[rateWaitRef]int{}, rateWaiters: defaultRateWaiters,
 	}
 }
 
@@ -84,7 +91,7 @@ func (s *Steering) endWait(source, destination string, adm admission) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ref := destinationRef{source, destination}
+	ref := rateWaitRef{source, destination, adm.fair}
 	if s.waiting[ref]--; s.waiting[ref] <= 0 {
 		delete(s.waiting, ref)
 	}
@@ -387,7 +394,7 @@ func (s *Steering) rateHold(ctx context.Context, source string, dest Destination
 	// only a turn free now is taken.
 	horizon := rateHorizon
 	s.mu.Lock()
-	if !adm.waits && s.waiting[destinationRef{source, dest.Name}] >= s.rateWaiters {
+	if !adm.waits && s.waiting[rateWaitRef{source, dest.Name, adm.fair}] >= s.rateWaiters {
 		horizon = 0
 	}
 	s.mu.Unlock()
@@ -417,7 +424,7 @@ func (s *Steering) rateHold(ctx context.Context, source string, dest Destination
 		if wait > 0 && !adm.waits {
 			adm.waits = true
 			s.mu.Lock()
-			s.waiting[destinationRef{source, dest.Name}]++
+			s.waiting[rateWaitRef{source, dest.Name, adm.fair}]++
 			s.mu.Unlock()
 		}
 		return adm, true, nil
