@@ -7,11 +7,12 @@ package natstest
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/webhookd/webhookd/internal/testkit/freeport"
 )
 
 // Server is a test's own nats-server.
@@ -38,12 +39,11 @@ func New(tb testing.TB) *Server {
 
 func freePort(tb testing.TB) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Pick()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // Start runs the server (again, on the same ports and store) and waits

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/webhookd/webhookd/dedupe"
 	"github.com/webhookd/webhookd/gateway"
 	"github.com/webhookd/webhookd/gateway/verify"
+	"github.com/webhookd/webhookd/internal/testkit/freeport"
 	"github.com/webhookd/webhookd/internal/testkit/logtest"
 	"github.com/webhookd/webhookd/internal/testkit/pgtest"
 	"github.com/webhookd/webhookd/internal/testkit/redistest"
@@ -151,12 +153,11 @@ func Start(t testing.TB, opts Options) *Pipeline {
 	}
 	// The address is chosen first, so a twilio source can be told the URL
 	// it is reached at.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Pick()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	baseURL := "http://" + addr
 	vcfgs := make(map[string]verify.Config, len(specs))
 	sourceSpecs := make([]webhookd.SourceSpec, 0, len(specs))

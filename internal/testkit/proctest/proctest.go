@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/webhookd/webhookd/internal/testkit/freeport"
 	"github.com/webhookd/webhookd/internal/testkit/logtest"
 	"github.com/webhookd/webhookd/internal/testkit/redistest"
 )
@@ -109,15 +109,15 @@ func Main(m *testing.M) int {
 	return code
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago,
+// picked outside the range outgoing connections take theirs from.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Pick()
 	if err != nil {
 		tb.Fatalf("error finding a free port: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // WriteConfig writes a webhookd YAML config into the test's temp dir and

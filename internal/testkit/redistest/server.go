@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/webhookd/webhookd/internal/testkit/freeport"
 )
 
 // serverDBs is the number of databases of the test binary's own server.
@@ -76,12 +77,10 @@ func launchServer() (*server, error) {
 }
 
 func launchOn(bin string) (*server, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Pick()
 	if err != nil {
 		return nil, fmt.Errorf("error finding a free port: %w", err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
 
 	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--databases", strconv.Itoa(serverDBs),
