@@ -124,7 +124,10 @@ type StoredEvent struct {
 // after the snapshot shows as neither (also running elsewhere). A row
 // under the key whose event, destination or generation differ from the
 // input's is another run's: it is neither taken nor reported as this
-// run (the last column says so).
+// run (the last column says so). A claim that gives an event's last
+// planned destination its run takes the event out of the outbox, so the
+// reconciler's walk (UnsettledEvents) never reads an event its workers
+// took in time and only the rest are settled by it (SettleEvents).
 const claimSQL = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[], $7::bigint[])
@@ -152,7 +155,28 @@ WITH input AS (
           -- and generation's; another run's row is never taken.
           AND (r.source, r.external_id, r.destination, r.generation)
               = (EXCLUDED.source, EXCLUDED.external_id, EXCLUDED.destination, EXCLUDED.generation)
-    RETURNING r.key, r.status, r.calls, r.attempts, r.lease_until
+    RETURNING r.key, r.status, r.calls, r.attempts, r.lease_until, r.source, r.external_id, r.destination, r.generation
+), complete AS MATERIALIZED (
+    -- The outbox rows of events whose every planned destination has a
+    -- first-generation run once this claim commits: a run created here
+    -- (invisible to the statement's snapshot, hence read from claimed)
+    -- or one that exists. Found by key in key order, as settleSQL does,
+    -- so this and the reconciler's settle never deadlock. Runs claimed
+    -- at once in two statements see neither the other: the row stays
+    -- and the reconciler settles it.
+    SELECT o.id
+    FROM (SELECT DISTINCT source, external_id FROM claimed WHERE generation = 1 ORDER BY 1, 2) ev
+    CROSS JOIN LATERAL (SELECT ctid AS id FROM event_outbox WHERE source = ev.source AND external_id = ev.external_id OFFSET 0) o
+    CROSS JOIN LATERAL (SELECT plan FROM events WHERE source = ev.source AND external_id = ev.external_id OFFSET 0) e
+    WHERE e.plan IS NOT NULL
+      AND NOT EXISTS (
+          SELECT 1 FROM unnest(e.plan) AS d(name)
+          WHERE NOT EXISTS (SELECT 1 FROM claimed c WHERE c.source = ev.source AND c.external_id = ev.external_id
+                                                     AND c.generation = 1 AND c.destination = d.name)
+            AND NOT EXISTS (SELECT 1 FROM job_runs r WHERE r.source = ev.source AND r.external_id = ev.external_id
+                                                       AND r.generation = 1 AND r.destination = d.name))
+), settled AS (
+    DELETE FROM event_outbox o USING complete c WHERE o.ctid = c.id
 )
 SELECT i.key,
        c.key IS NOT NULL,

@@ -8,13 +8,14 @@ import (
 
 // The relay's outbox (table event_outbox) holds one narrow row per event
 // until every destination of the event has a run: the statement that
-// records an event inserts its row (recordSQL), and [Store.SettleEvents]
-// deletes it once the runs exist. While the row is there, nothing but
+// records an event inserts its row (recordSQL), and the claim that creates
+// the event's last run deletes it (claimSQL), or [Store.SettleEvents] does
+// once the reconciler finds the runs exist. While the row is there, nothing but
 // Postgres vouches for the event's tasks: the reconciler reads the
 // outbox ([Store.UnsettledEvents]) and writes the task of every
 // destination without a run that Redis does not hold. All SQL on the
-// table is in this file, except retention's delete of the rows of events
-// it deletes (retainEventsSQL).
+// table is in this file, except the claim's delete and retention's delete
+// of the rows of events it deletes (retainEventsSQL).
 
 // EventRef names an event, with what its hand-off needs to know.
 type EventRef struct {

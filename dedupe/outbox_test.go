@@ -2,7 +2,9 @@ package dedupe_test
 
 import (
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -62,5 +64,110 @@ func TestSettleEvents(t *testing.T) {
 	}
 	if pending != 8 {
 		t.Errorf("pending count %d, want 8", pending)
+	}
+}
+
+// TestClaimSettlesAnEventWhoseRunsAllExist: the claim that gives an
+// event's last planned destination its first run takes the event out of
+// the outbox; one that leaves a destination without a run, or whose event
+// has no plan, leaves it for the reconciler.
+func TestClaimSettlesAnEventWhoseRunsAllExist(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	record := func(id string, plan []string) {
+		t.Helper()
+		if _, err := dedupe.RecordBatch(ctx, b.schema.Pool, []dedupe.Event{{
+			Source: "src", ExternalID: id, ContentType: "application/json", Payload: []byte(`{}`), Plan: plan,
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := func(id, dest string, generation int) {
+		t.Helper()
+		c, err := b.store.Claim(ctx, dedupe.ClaimRequest{Key: "src:" + dest + ":" + id + fmt.Sprintf("#%d", generation),
+			Source: "src", ExternalID: id, Destination: dest, Generation: generation, MaxAttempts: 3, Lease: time.Minute})
+		if err != nil || c.Outcome != dedupe.Claimed {
+			t.Fatalf("claim %s/%s: %+v, %v", id, dest, c, err)
+		}
+	}
+	inOutbox := func(id string) bool {
+		return b.schema.Int(t, `SELECT count(*) FROM event_outbox WHERE external_id = $1`, id) == 1
+	}
+	record("two", []string{"a", "b"})
+	record("one", []string{"a"})
+	record("unplanned", nil)
+	record("replayed", []string{"a"})
+
+	claim("two", "a", 1)
+	if !inOutbox("two") {
+		t.Fatal("the event left the outbox while destination b has no run")
+	}
+	claim("two", "b", 1)
+	if inOutbox("two") {
+		t.Error("the event stayed in the outbox after its last destination's claim")
+	}
+	claim("one", "a", 1)
+	if inOutbox("one") {
+		t.Error("a one-destination event stayed in the outbox after its claim")
+	}
+	claim("unplanned", "a", 1)
+	if !inOutbox("unplanned") {
+		t.Error("an event without a plan left the outbox: only the reconciler knows its destinations")
+	}
+	claim("replayed", "a", 2)
+	if !inOutbox("replayed") {
+		t.Error("a replay's run (generation 2) settled the event: its first-generation run does not exist")
+	}
+}
+
+// TestClaimsAndSettlesAtOnce: claims of events' two destinations in
+// batches of opposite orders, beside the reconciler's settle, never
+// deadlock, and an event with a destination still without a run stays in
+// the outbox.
+func TestClaimsAndSettlesAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	const n = 300
+	events := make([]dedupe.Event, n)
+	var both []dedupe.EventRef // the even events: both destinations claimed
+	for i := range events {
+		id := fmt.Sprintf("evt_%03d", i)
+		events[i] = dedupe.Event{Source: "src", ExternalID: id, ContentType: "application/json", Payload: []byte(`{}`), Plan: []string{"a", "b"}}
+		if i%2 == 0 {
+			both = append(both, dedupe.EventRef{Source: "src", ExternalID: id})
+		}
+	}
+	if _, err := dedupe.RecordBatch(ctx, b.schema.Pool, events); err != nil {
+		t.Fatal(err)
+	}
+	batcher := dedupe.NewRunBatcher(b.store, dedupe.BatcherConfig{MaxBatch: 16})
+	defer batcher.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*n)
+	claim := func(id, dest string) {
+		_, err := batcher.Claim(ctx, dedupe.ClaimRequest{Key: "src:" + dest + ":" + id, Source: "src", ExternalID: id,
+			Destination: dest, Generation: 1, MaxAttempts: 3, Lease: time.Minute})
+		errs <- err
+	}
+	for i := range n {
+		wg.Go(func() { claim(events[i].ExternalID, "a") })
+		if j := n - 1 - i; j%2 == 0 {
+			wg.Go(func() { claim(events[j].ExternalID, "b") })
+		}
+	}
+	for i := 0; i < len(both); i += 30 {
+		wg.Go(func() { errs <- b.store.SettleEvents(ctx, both[i:i+30]) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := b.schema.Int(t, `SELECT count(*) FROM event_outbox WHERE right(external_id, 1) IN ('1', '3', '5', '7', '9')`); n != 150 {
+		t.Errorf("%d of the 150 events with destination b unclaimed are in the outbox", n)
 	}
 }
