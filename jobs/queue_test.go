@@ -478,3 +478,59 @@ func TestBacklogLeavesOutUnconfiguredSources(t *testing.T) {
 		t.Errorf("%d outbox rows of the removed source, want it kept (until retention)", n)
 	}
 }
+
+// TestReconcilerRechecksTheOutboxEveryRecheck: once the outbox walk has
+// caught up, a pass reads only the events that came of age since; the
+// queued ones it passed are read again, and a task Redis lost written
+// again, at the first pass Recheck after the walk's start.
+func TestReconcilerRechecksTheOutboxEveryRecheck(t *testing.T) {
+	t.Parallel()
+	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: "http://127.0.0.1:1"}})
+	r := redistest.New(t)
+	enq := jobs.NewEnqueuer(r.Client, r.Queue, b.routes)
+	var (
+		mu  sync.Mutex
+		now = time.Now()
+	)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	rec := jobs.NewReconciler(b.store, enq, jobs.ReconcilerConfig{Interval: time.Second, Recheck: 4 * time.Second,
+		MinAge: time.Millisecond, Logger: testLogger(t), Now: clock})
+	pass := func(what string, checked int) jobs.PassReport {
+		t.Helper()
+		time.Sleep(5 * time.Millisecond) // MinAge, on Postgres's clock
+		rep, err := rec.Pass(testCtx(t))
+		if err != nil || rep.Checked != checked {
+			t.Fatalf("%s: %+v, %v; want %d tasks checked", what, rep, err, checked)
+		}
+		return rep
+	}
+	for i := range 3 {
+		b.record(t, fmt.Sprintf("evt_%d", i), body)
+	}
+	if rep := pass("first pass", 3); rep.Actions["handed_off"] != 3 {
+		t.Fatalf("first pass %+v, want 3 tasks handed off", rep)
+	}
+	pass("a pass with nothing new", 0)
+	b.record(t, "evt_3", body)
+	pass("a pass after one more event", 1)
+
+	// Redis loses the queue: found at the first pass Recheck after the
+	// walk started, not before.
+	keys, err := r.Client.Keys(testCtx(t), "asynq:{"+r.Queue+"}:*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("the queue's keys: %v, %v", keys, err)
+	}
+	if err := r.Client.Del(testCtx(t), keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	advance(3 * time.Second)
+	pass("a pass before Recheck", 0)
+	advance(time.Second)
+	if rep := pass("the pass at Recheck", 4); rep.Actions["written"]+rep.Actions["handed_off"] != 4 {
+		t.Fatalf("pass at Recheck %+v, want the 4 lost tasks written again", rep)
+	}
+	if n := r.Client.LLen(testCtx(t), "asynq:{"+r.Queue+"}:pending").Val(); n != 4 {
+		t.Fatalf("%d tasks pending after the recheck, want 4", n)
+	}
+}

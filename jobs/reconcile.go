@@ -47,6 +47,15 @@ type ReconcilerConfig struct {
 	// its task is checked: a healthy queue claims it within a second.
 	// Defaults to 2s.
 	Slack time.Duration
+	// Recheck is how often the walk through the outbox starts again at
+	// the oldest event once it has caught up. In between, each pass reads
+	// only the events that came of age since: an event still queued
+	// after the walk passed it (a backlog) is read again only every
+	// Recheck, not every pass, and a task Redis lost is written again at
+	// the first pass Recheck after the last start. Defaults to
+	// 4 × Interval, at most 8s: with the default Interval, within 10s of
+	// Redis answering again.
+	Recheck time.Duration
 	// BatchSize caps the rows one statement reads and the tasks one
 	// script checks. Defaults to 500.
 	BatchSize int
@@ -84,6 +93,9 @@ func (c ReconcilerConfig) WithDefaults() ReconcilerConfig {
 	}
 	if c.Slack <= 0 {
 		c.Slack = 2 * time.Second
+	}
+	if c.Recheck <= 0 {
+		c.Recheck = min(4*c.Interval, 8*time.Second)
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = 500
@@ -127,6 +139,10 @@ type Reconciler struct {
 	// Where the walks through due runs and the outbox resume.
 	dueCursor    dedupe.RunCursor
 	outboxCursor dedupe.OutboxCursor
+	// outboxStarted is when the outbox walk last started at the oldest
+	// event; outboxCaughtUp is true once it reached the newest.
+	outboxStarted  time.Time
+	outboxCaughtUp bool
 	// unroutedLogged is when events of unconfigured sources were last
 	// reported.
 	unroutedLogged time.Time
@@ -272,8 +288,16 @@ func (r *Reconciler) dueRuns(ctx context.Context, rep *PassReport, deadline time
 
 // outbox makes sure every event in the outbox has a live task for each
 // destination without a run, and settles the events whose destinations
-// all have runs, walking as dueRuns does.
+// all have runs, walking as dueRuns does, except that a walk that caught
+// up waits at the newest event, reading only those that come of age,
+// until Recheck after its start.
 func (r *Reconciler) outbox(ctx context.Context, rep *PassReport, deadline time.Time) error {
+	if now := r.cfg.Now(); r.outboxCaughtUp && now.Sub(r.outboxStarted) >= r.cfg.Recheck {
+		r.outboxCursor, r.outboxCaughtUp = dedupe.OutboxCursor{}, false
+	}
+	if r.outboxCursor == (dedupe.OutboxCursor{}) {
+		r.outboxStarted = r.cfg.Now()
+	}
 	unrouted := 0
 	defer func() {
 		// Once a minute at most: such events stay until retention.
@@ -335,7 +359,11 @@ func (r *Reconciler) outbox(ctx context.Context, rep *PassReport, deadline time.
 		}
 		rep.Settled += len(settled)
 		if len(events) < r.cfg.BatchSize {
-			r.outboxCursor = dedupe.OutboxCursor{} // the end: the next pass starts over
+			// Caught up: the next pass goes on from the newest event read.
+			if len(events) > 0 {
+				r.outboxCursor = next
+			}
+			r.outboxCaughtUp = true
 			return nil
 		}
 		r.outboxCursor = next
