@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Issue 33's before/after: end to end (closed loop, 64 in flight, 1 KiB,
+# 20 s, worker in the process), the binary at BEFORE_REV and the working
+# tree alternated back to back, ROUNDS pairs, each report kept as JSON in
+# OUTDIR (docs/runs/issue33 by default); at the end a table of every pair
+# and the medians.
+#
+#   docs/bench-issue33.sh [-b BEFORE_REV] [-r ROUNDS] [OUTDIR]
+#
+# BEFORE_REV defaults to 7be24a9 (the last commit before issue 33's
+# changes). Postgres and Redis as in the README; jq. Run it on a quiet
+# machine: the figures are CPU-bound and the runs share two cores with
+# everything else.
+set -euo pipefail
+
+before=7be24a9
+rounds=5
+while getopts "b:r:" opt; do
+	case $opt in
+	b) before=$OPTARG ;;
+	r) rounds=$OPTARG ;;
+	*) exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-$root/docs/runs/issue33}
+mkdir -p "$out"
+work=$(mktemp -d)
+trap 'git -C "$root" worktree remove --force "$work/src-before" 2>/dev/null || true; rm -rf "$work"' EXIT
+
+echo "building the load generator at the working tree and at $before"
+(cd "$root/bench" && go build -o "$work/after" ./cmd/webhookd-bench)
+git -C "$root" worktree add -q --detach "$work/src-before" "$before"
+(cd "$work/src-before/bench" && go build -o "$work/before" ./cmd/webhookd-bench)
+
+for i in $(seq "$rounds"); do
+	for variant in before after; do
+		file=$(printf '%s/%02d-e2e64-%s.json' "$out" "$i" "$variant")
+		echo "round $i, $variant (load $(cut -d' ' -f1-3 /proc/loadavg))"
+		"$work/$variant" --duration 20s --concurrency 64 --no-progress --log-level warn \
+			--label "e2e64/$variant" --json >"$file" || echo "  the run or its exactly-once check failed; report kept" >&2
+	done
+done
+
+# One line per report, then the medians of each variant.
+summary='{file: (input_filename | split("/") | last), acks_per_s: (.ack_rate | floor),
+  delivered_per_s: (.end_to_end.rate | floor),
+  drain_us_per_event: (.end_to_end.drain_cpu.machine_us_per_ack | floor),
+  drain_postgres_us: ([.end_to_end.drain_cpu.groups[] | select(.name | startswith("postgres (webhookd")) | .us_per_ack | floor] | first),
+  drain_process_us: (.end_to_end.drain_cpu.process_us_per_ack | floor),
+  exactly_once: .check.passed}'
+jq -c "$summary" "$out"/*-e2e64-*.json
+for variant in before after; do
+	jq -s -c --arg v "$variant" 'def median: sort | .[length / 2 | floor];
+	  {variant: $v, runs: length, delivered_per_s: (map(.end_to_end.rate) | median | floor),
+	   acks_per_s: (map(.ack_rate) | median | floor),
+	   drain_us_per_event: (map(.end_to_end.drain_cpu.machine_us_per_ack) | median | floor)}' "$out"/*-e2e64-"$variant".json
+done
