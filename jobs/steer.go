@@ -119,6 +119,15 @@ const (
 	slotMargin        = 10 * time.Second
 	minConcurrentHold = 100 * time.Millisecond
 	maxSteeringHold   = time.Hour
+	// circuitParked is admitScript's answer for a call parked while the
+	// circuit is open; it is counted and logged as holdCircuitOpen.
+	circuitParked = "circuit_parked"
+	// circuitParkCooldowns is how many cooldowns a parked call waits at
+	// most: the probe's success wakes it long before.
+	circuitParkCooldowns = 10
+	// circuitWakerMargin puts the cooldown's waker back just after the
+	// cooldown's end.
+	circuitWakerMargin = 50 * time.Millisecond
 )
 
 // holdReasons lists every hold reason, for metrics that exist at zero.
@@ -166,14 +175,23 @@ func destinationKeys(source, destination string) (prefix string) {
 // with a fair value also the value's slots (zset), the active values
 // (zset: value → until ms) and the value's waiters (zset).
 // ARGV: now ms, slot id, slot ttl ms, concurrency limit (0: none),
-// failures threshold (0: no circuit), cooldown ms, job key; with a fair
-// value also the value and how long a value stays active after its last
-// call or wait, ms.
+// failures threshold (0: no circuit), cooldown ms, job key, park ms;
+// with a fair value also the value and how long a value stays active
+// after its last call or wait, ms.
 // Returns {reason or "ok", ms (wait or 0), waiters, probe (0/1)}, and
 // when "ok" also the fair values active now (0 without one).
+//
+// While the circuit is open, the first call held in a cooldown waits
+// for its end, to probe; every other is parked ("circuit_parked") for
+// park ms: the probe's success wakes it (Steering.wake), and park bounds
+// its wait should no probe come. Before parking, every held call came
+// back at the cooldown's end at once, and was held again: a dead
+// destination's backlog churned through the queue every cooldown and
+// took the machine from the others. The circuit hash's "waker" field is
+// the "last" failure whose cooldown has its call coming back.
 var admitScript = redis.NewScript(`
 local now, slot, ttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
-local limit, threshold, cooldown, key = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local limit, threshold, cooldown, key, park = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
 local fair = #KEYS >= 7
 local function hold(reason, ms)
   redis.call("ZADD", KEYS[4], now + ms + ttl, key)
@@ -191,8 +209,13 @@ local probe = 0
 if threshold > 0 then
   local fails = tonumber(redis.call("HGET", KEYS[2], "fails") or "0")
   if fails >= threshold then
-    local reopen = tonumber(redis.call("HGET", KEYS[2], "last") or "0") + cooldown
+    local last = redis.call("HGET", KEYS[2], "last") or "0"
+    local reopen = tonumber(last) + cooldown
     if now < reopen then
+      if redis.call("HGET", KEYS[2], "waker") == last then
+        return hold("circuit_parked", park)
+      end
+      redis.call("HSET", KEYS[2], "waker", last)
       return hold("circuit_open", reopen - now)
     end
     if not redis.call("SET", KEYS[3], slot, "NX", "PX", ttl) then
@@ -204,11 +227,11 @@ end
 redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)
 local values = 0
 if fair then
-  local active = tonumber(ARGV[9])
+  local active = tonumber(ARGV[10])
   redis.call("ZREMRANGEBYSCORE", KEYS[5], "-inf", now)
   redis.call("ZREMRANGEBYSCORE", KEYS[6], "-inf", now)
-  local seen = tonumber(redis.call("ZSCORE", KEYS[6], ARGV[8]) or "0")
-  if seen < now + active then redis.call("ZADD", KEYS[6], now + active, ARGV[8]) end
+  local seen = tonumber(redis.call("ZSCORE", KEYS[6], ARGV[9]) or "0")
+  if seen < now + active then redis.call("ZADD", KEYS[6], now + active, ARGV[9]) end
   redis.call("PEXPIRE", KEYS[6], ttl + active)
   values = redis.call("ZCARD", KEYS[6])
   if limit > 0 and values > 1 and redis.call("ZCARD", KEYS[5]) >= math.ceil(limit / values) then
@@ -228,9 +251,9 @@ if fair then
   redis.call("PEXPIRE", KEYS[5], ttl)
   redis.call("ZREM", KEYS[7], key)
   -- active while its call lasts; release shortens it
-  local seen = tonumber(redis.call("ZSCORE", KEYS[6], ARGV[8]) or "0")
-  if seen < now + ttl then redis.call("ZADD", KEYS[6], now + ttl, ARGV[8]) end
-  redis.call("PEXPIRE", KEYS[6], ttl + tonumber(ARGV[9]))
+  local seen = tonumber(redis.call("ZSCORE", KEYS[6], ARGV[9]) or "0")
+  if seen < now + ttl then redis.call("ZADD", KEYS[6], now + ttl, ARGV[9]) end
+  redis.call("PEXPIRE", KEYS[6], ttl + tonumber(ARGV[10]))
 end
 return {"ok", 0, 0, probe, values}
 `)
@@ -305,8 +328,9 @@ func (s *Steering) admit(ctx context.Context, source string, dest Destination, k
 	slot := key + "/" + randomSuffix()
 	ttl := dest.Timeout + slotMargin
 	keys := []string{prefix + "slots", prefix + "circuit", prefix + "probe", prefix + "waiters"}
+	park := min(circuitParkCooldowns*dest.Circuit.Cooldown, maxSteeringHold)
 	args := []any{now.UnixMilli(), slot, ttl.Milliseconds(), dest.Concurrency, dest.Circuit.Failures,
-		dest.Circuit.Cooldown.Milliseconds(), key}
+		dest.Circuit.Cooldown.Milliseconds(), key, park.Milliseconds()}
 	if fair != "" {
 		keys = append(keys, fairKeys(prefix, fair)[:3]...)
 		args = append(args, fair, fairActive.Milliseconds())
@@ -320,7 +344,13 @@ func (s *Steering) admit(ctx context.Context, source string, dest Destination, k
 	waiters, _ := res[2].(int64)
 	probe, _ := res[3].(int64)
 	switch reason {
-	case holdCircuitOpen, holdCircuitProbe:
+	case holdCircuitOpen:
+		// The cooldown's waker: back when it ends, never before (it
+		// would be parked).
+		return admission{hold: time.Duration(ms)*time.Millisecond + circuitWakerMargin, reason: reason}, nil
+	case circuitParked:
+		return admission{hold: jittered(time.Duration(ms) * time.Millisecond), reason: holdCircuitOpen}, nil
+	case holdCircuitProbe:
 		return admission{hold: jittered(time.Duration(ms) * time.Millisecond), reason: reason}, nil
 	case holdConcurrency, holdFairShare:
 		// Spread the waiters over the time the slots take to turn over,

@@ -118,8 +118,14 @@ func TestSteeringCircuit(t *testing.T) {
 	if _, change := call(outcomeFailure); change != "opened" {
 		t.Fatalf("third failure in a row: %q, want opened", change)
 	}
-	if adm, _ := call(outcomeSuccess); adm.reason != holdCircuitOpen || adm.hold < 40*time.Second {
-		t.Fatalf("while open: %+v, want held about the cooldown", adm)
+	if adm, _ := call(outcomeSuccess); adm.reason != holdCircuitOpen || adm.hold < time.Minute || adm.hold > time.Minute+time.Second {
+		t.Fatalf("while open, the first call held: %+v, want back just after the cooldown, to probe", adm)
+	}
+	// The others are parked: the probe's success wakes them.
+	for _, key := range []string{"k2", "k3"} {
+		if adm, _ := s.admit(ctx, "src", dest, key, ""); adm.reason != holdCircuitOpen || adm.hold < 7*time.Minute {
+			t.Fatalf("while open, a later call: %+v, want parked for about ten cooldowns", adm)
+		}
 	}
 	if st, _ := s.State(ctx, "src", dest); st.State != "open" || st.ConsecutiveFailures != 3 {
 		t.Fatalf("state %+v, want open after 3 failures", st)
@@ -146,8 +152,11 @@ func TestSteeringCircuit(t *testing.T) {
 	clock = clock.Add(time.Minute)
 	probe, _ = s.admit(ctx, "src", dest, "probe", "")
 	s.release(ctx, "src", dest, probe, outcomeFailure)
-	if adm, _ := s.admit(ctx, "src", dest, "k", ""); adm.reason != holdCircuitOpen {
-		t.Fatalf("after a failed probe: %+v, want open again", adm)
+	if adm, _ := s.admit(ctx, "src", dest, "k", ""); adm.reason != holdCircuitOpen || adm.hold > time.Minute+time.Second {
+		t.Fatalf("after a failed probe: %+v, want open again, the first call held back after the new cooldown", adm)
+	}
+	if adm, _ := s.admit(ctx, "src", dest, "k2", ""); adm.reason != holdCircuitOpen || adm.hold < 7*time.Minute {
+		t.Fatalf("after a failed probe, a later call: %+v, want parked", adm)
 	}
 }
 

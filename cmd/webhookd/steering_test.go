@@ -208,8 +208,9 @@ func TestSteeringRateAcrossWorkers(t *testing.T) {
 
 // TestSteeringCircuit: the destination fails 3 calls in a row; no call
 // reaches it for the 3s cooldown; then one probe, and once it answers
-// again every event ends done, none dead. The failures and the held calls
-// each opened an issue, which the successes closed.
+// again every event ends done, none dead, the calls parked meanwhile
+// woken by its success. The failures and the held calls each opened an
+// issue, which the successes closed.
 func TestSteeringCircuit(t *testing.T) {
 	t.Parallel()
 	bin := proctest.Binary(t)
@@ -249,6 +250,11 @@ func TestSteeringCircuit(t *testing.T) {
 		if gap := calls[4].Sub(calls[3]); gap < 0 {
 			t.Fatal("calls out of order")
 		}
+	}
+	// The calls held while it was open were parked for up to ten
+	// cooldowns (30 s); the probe's success woke them.
+	if took := calls[len(calls)-1].Sub(calls[3]); took > 10*time.Second {
+		t.Errorf("the last held call came %s after the probe, want the probe's success to wake the parked calls", took)
 	}
 	logs := w.Logs()
 	if !strings.Contains(logs, "circuit opened") || !strings.Contains(logs, "circuit closed") {
