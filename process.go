@@ -213,6 +213,8 @@ type Process struct {
 	batcher *dedupe.Batcher
 	runs    *dedupe.RunBatcher
 	worker  *jobs.Server
+	// issues holds the failures a worker gathered for its issues.
+	issues *jobs.Issues
 
 	stopBackground context.CancelFunc
 	background     sync.WaitGroup
@@ -346,6 +348,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		issuesCfg := cfg.Issues
 		issuesCfg.Logger, issuesCfg.Changed = log, notify
 		issues := jobs.NewIssues(store, issuesCfg)
+		p.issues = issues
 		p.background.Go(func() { issues.Run(bg) })
 		handler := jobs.NewHandler(withRunFaults(p.runs, log), jobs.HandlerConfig{
 			HTTPClient:     &http.Client{Transport: jobs.NewTransport(cfg.AllowLinkLocalDestinations)},
@@ -463,6 +466,10 @@ func (p *Process) Stop(ctx context.Context) error {
 		p.background.Wait()
 		if p.worker != nil {
 			p.worker.Shutdown()
+		}
+		if p.issues != nil {
+			// The failures of the last deliveries.
+			p.issues.Flush(context.WithoutCancel(ctx))
 		}
 		if p.routes != nil {
 			p.routes.Load().Close() // broker connections

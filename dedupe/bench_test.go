@@ -280,7 +280,7 @@ func BenchmarkRecordIssueFailure(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			id := "evt_" + strconv.FormatInt(n.Add(1), 10)
-			if _, err := store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: "bench", Destination: "sink", Cause: "500", ExternalID: id}); err != nil {
+			if _, err := store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: "bench", Destination: "sink", Cause: "500", ExternalIDs: []string{id}}); err != nil {
 				b.Fatal(err)
 			}
 		}

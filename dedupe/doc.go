@@ -89,8 +89,9 @@
 //
 // An issue groups a destination's failures by cause (issues.go): one open
 // row per (source, destination, cause) under a partial unique index, so
-// [Store.RecordIssueFailure], one upsert, adds to the open issue whatever
-// the number of workers, lists the event (issue_events, bounded) and
+// [Store.RecordIssueFailure], one upsert per batch of a worker's gathered
+// failures, adds to the open issue whatever the number of workers, lists
+// the events (issue_events, bounded) and
 // breaks the destination's run of successes; [Store.RecordIssueSuccess]
 // closes the destination's open issues at close_after successes in a
 // row. [Store.ClaimIssueNotices] hands each message about an issue

@@ -52,56 +52,65 @@ type Issue struct {
 	Events []string `json:"events,omitempty"`
 }
 
-// IssueFailure is one failed outcome to count (RecordIssueFailure).
+// IssueFailure is failed outcomes of one cause to count
+// (RecordIssueFailure): a worker gathers them and writes them together.
 type IssueFailure struct {
 	Source, Destination, Cause string
-	// ExternalID is the event affected.
-	ExternalID string
+	// ExternalIDs are the events affected.
+	ExternalIDs []string
+	// Count is the failed outcomes counted; 0 counts one per event.
+	Count int
 }
 
 // IssueRecorded is what RecordIssueFailure did.
 type IssueRecorded struct {
 	// ID is the issue's id.
 	ID int64
-	// Opened is true when this failure opened the issue.
+	// Opened is true when these failures opened the issue.
 	Opened bool
 }
 
 const recordIssueFailureSQL = `
 WITH issue AS (
-    INSERT INTO issues (source, destination, cause) VALUES ($1, $2, $3)
+    INSERT INTO issues (source, destination, cause, count) VALUES ($1, $2, $3, $6)
     ON CONFLICT (source, destination, cause) WHERE state = 'open'
-    DO UPDATE SET count = issues.count + 1, last_seen = now(), successes = 0
+    DO UPDATE SET count = issues.count + EXCLUDED.count, last_seen = now(), successes = 0
     RETURNING id, count, (xmax = 0) AS opened
 ), others AS (
     UPDATE issues SET successes = 0
     WHERE source = $1 AND destination = $2 AND state = 'open' AND cause <> $3 AND successes > 0
 ), affected AS (
     INSERT INTO issue_events (issue_id, external_id)
-    SELECT issue.id, $4 FROM issue
-    -- No more events than failures: the count of listed events is only
-    -- needed once the failures pass the bound.
-    WHERE issue.count <= $5
-       OR (SELECT count(*) FROM (SELECT 1 FROM issue_events e WHERE e.issue_id = issue.id LIMIT $5) kept) < $5
+    SELECT issue.id, x.id FROM issue, unnest($4::text[]) AS x(id)
+    -- No more events listed than failures counted: the listed events are
+    -- counted only once the failures pass the bound.
+    LIMIT (SELECT CASE WHEN count <= $5 THEN $5
+                       ELSE $5 - (SELECT count(*) FROM (SELECT 1 FROM issue_events e WHERE e.issue_id = issue.id LIMIT $5) kept)
+                  END FROM issue)
     ON CONFLICT DO NOTHING
 )
 SELECT id, opened FROM issue`
 
-// RecordIssueFailure counts one failed outcome in one statement: it opens
-// the issue of (source, destination, cause) or adds to the open one (the
-// partial unique index makes concurrent workers share one row), lists the
-// event among its affected ones (up to MaxIssueEvents), and breaks the
-// success run of the destination's other open issues. Two failures of
+// RecordIssueFailure counts failed outcomes of one cause in one
+// statement: it opens the issue of (source, destination, cause) or adds to
+// the open one (the partial unique index makes concurrent workers share
+// one row), lists the events among its affected ones (up to
+// MaxIssueEvents), and breaks the success run of the destination's other
+// open issues. Two failures of
 // different causes just after a recovery lock each other's issue (the
 // success runs they break) and may deadlock; the one Postgres rolls back
 // is tried again, so no failure goes uncounted.
 func (s *Store) RecordIssueFailure(ctx context.Context, f IssueFailure) (IssueRecorded, error) {
+	count := f.Count
+	if count <= 0 {
+		count = max(len(f.ExternalIDs), 1)
+	}
 	var (
 		r   IssueRecorded
 		err error
 	)
 	for range 3 {
-		err = s.pool.QueryRow(ctx, recordIssueFailureSQL, f.Source, f.Destination, f.Cause, f.ExternalID, MaxIssueEvents).Scan(&r.ID, &r.Opened)
+		err = s.pool.QueryRow(ctx, recordIssueFailureSQL, f.Source, f.Destination, f.Cause, f.ExternalIDs, MaxIssueEvents, count).Scan(&r.ID, &r.Opened)
 		if !isTransient(err) {
 			break
 		}

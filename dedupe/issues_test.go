@@ -29,7 +29,7 @@ func TestIssueFailuresRaceIntoOneIssue(t *testing.T) {
 	for i := range 40 {
 		wg.Go(func() {
 			<-start
-			r, err := b.store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: "src", Destination: "dst", Cause: "500", ExternalID: fmt.Sprintf("evt_%02d", i%20)})
+			r, err := b.store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: "src", Destination: "dst", Cause: "500", ExternalIDs: []string{fmt.Sprintf("evt_%02d", i%20)}})
 			if err != nil {
 				t.Error(err)
 				return
@@ -58,7 +58,7 @@ func TestIssueFailuresRaceIntoOneIssue(t *testing.T) {
 	if issue.Count != 40 || issue.EventCount != 20 || len(issue.Events) != 20 || issue.State != dedupe.IssueOpen {
 		t.Fatalf("issue = %+v", issue)
 	}
-	timeout, err := b.store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: "src", Destination: "dst", Cause: "timeout", ExternalID: "evt_t"})
+	timeout, err := b.store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: "src", Destination: "dst", Cause: "timeout", ExternalIDs: []string{"evt_t"}})
 	if err != nil || !timeout.Opened || timeout.ID == id {
 		t.Fatalf("timeout issue: %+v %v", timeout, err)
 	}
@@ -79,7 +79,7 @@ func TestIssueFailuresRaceIntoOneIssue(t *testing.T) {
 	success()
 	success()
 	// A failure of the other cause breaks the run for both issues.
-	if _, err := b.store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: "src", Destination: "dst", Cause: "timeout", ExternalID: "evt_t"}); err != nil {
+	if _, err := b.store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: "src", Destination: "dst", Cause: "timeout", ExternalIDs: []string{"evt_t"}}); err != nil {
 		t.Fatal(err)
 	}
 	success()
@@ -95,7 +95,7 @@ func TestIssueFailuresRaceIntoOneIssue(t *testing.T) {
 		t.Fatalf("issue = %+v", issue)
 	}
 	// The next failure opens a new issue: the closed one stays closed.
-	again, err := b.store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: "src", Destination: "dst", Cause: "500", ExternalID: "evt_00"})
+	again, err := b.store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: "src", Destination: "dst", Cause: "500", ExternalIDs: []string{"evt_00"}})
 	if err != nil || !again.Opened || again.ID == id {
 		t.Fatalf("after close: %+v %v", again, err)
 	}
@@ -109,7 +109,7 @@ func TestIssueNoticesClaimedOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := testCtx(t)
-	r, err := b.store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: "src", Destination: "dst", Cause: "500", ExternalID: "evt_1"})
+	r, err := b.store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: "src", Destination: "dst", Cause: "500", ExternalIDs: []string{"evt_1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestIssueNoticesClaimedOnce(t *testing.T) {
 		t.Fatalf("resolving twice: %v", err)
 	}
 
-	quiet, err := b.store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: "src", Destination: "other", Cause: "500", ExternalID: "evt_2"})
+	quiet, err := b.store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: "src", Destination: "other", Cause: "500", ExternalIDs: []string{"evt_2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,5 +166,47 @@ func TestIssueNoticesClaimedOnce(t *testing.T) {
 	}
 	if n := claimBoth(time.Hour); len(n) != 0 {
 		t.Fatalf("issue %d ended unannounced, yet claimed: %+v", quiet.ID, n)
+	}
+}
+
+// TestIssueFailuresInBatches: a worker's gathered failures are one
+// statement each, counted whole, their events listed once each; past
+// MaxIssueEvents listed, a batch adds to the count and lists no more.
+func TestIssueFailuresInBatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	batch := func(from, to, count int) dedupe.IssueRecorded {
+		t.Helper()
+		var ids []string
+		for i := from; i < to; i++ {
+			ids = append(ids, fmt.Sprintf("evt_%05d", i))
+		}
+		r, err := b.store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: "src", Destination: "dst", Cause: "circuit open",
+			ExternalIDs: ids, Count: count})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	first := batch(0, 3, 5)
+	if !first.Opened {
+		t.Fatal("the first batch did not open the issue")
+	}
+	batch(2, 4, 0) // evt_00002 again, and one new
+	issue, err := b.store.GetIssue(ctx, first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if issue.Count != 7 || issue.EventCount != 4 {
+		t.Fatalf("after two batches: count %d, %d events; want 7 and 4", issue.Count, issue.EventCount)
+	}
+	batch(4, dedupe.MaxIssueEvents+500, 0)
+	batch(dedupe.MaxIssueEvents+500, dedupe.MaxIssueEvents+600, 0)
+	if issue, err = b.store.GetIssue(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(7 + dedupe.MaxIssueEvents + 496 + 100); issue.Count != want || issue.EventCount != dedupe.MaxIssueEvents {
+		t.Fatalf("past the bound: count %d, %d events; want %d and %d", issue.Count, issue.EventCount, want, dedupe.MaxIssueEvents)
 	}
 }

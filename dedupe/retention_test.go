@@ -103,7 +103,7 @@ func TestRetention(t *testing.T) {
 		b := setup(t)
 		ctx := testCtx(t)
 		for i, d := range []string{"ended_old", "ended_new", "open_old"} {
-			if _, err := b.store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: "src", Destination: d, Cause: "500", ExternalID: fmt.Sprint("evt_", i)}); err != nil {
+			if _, err := b.store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: "src", Destination: d, Cause: "500", ExternalIDs: []string{fmt.Sprint("evt_", i)}}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -8,7 +8,8 @@
 #   docs/bench-issue33.sh [-b BEFORE_REV] [-r ROUNDS] [OUTDIR]
 #
 # BEFORE_REV defaults to 7be24a9 (the last commit before issue 33's
-# changes). Postgres and Redis as in the README; jq. Run it on a quiet
+# changes); addef08 is the build before issues 23–33 (the features this
+# round added, all configured off in this run). Postgres and Redis as in the README; jq. Run it on a quiet
 # machine: the figures are CPU-bound and the runs share two cores with
 # everything else.
 set -euo pipefail
@@ -32,7 +33,8 @@ trap 'git -C "$root" worktree remove --force "$work/src-before" 2>/dev/null || t
 echo "building the load generator at the working tree and at $before"
 (cd "$root/bench" && go build -o "$work/after" ./cmd/webhookd-bench)
 git -C "$root" worktree add -q --detach "$work/src-before" "$before"
-(cd "$work/src-before/bench" && go build -o "$work/before" ./cmd/webhookd-bench)
+# The load generator moved to its own module (bench/) after 2026-12-03.
+(cd "$work/src-before" && if [[ -d bench/cmd/webhookd-bench ]]; then cd bench; fi && go build -o "$work/before" ./cmd/webhookd-bench)
 
 for i in $(seq "$rounds"); do
 	for variant in before after; do

@@ -35,6 +35,10 @@ const DefaultIssueRefresh = 2 * time.Second
 // delivery's answer by at most this.
 const issueWriteTimeout = 2 * time.Second
 
+// issueFlushInterval is how often the failures gathered since are
+// written, one statement per issue: an issue opens within it.
+const issueFlushInterval = 500 * time.Millisecond
+
 // heldCounted bounds the events a process remembers as counted in a
 // destination's "circuit open" issue; past it the memory starts over.
 const heldCounted = 10_000
@@ -81,14 +85,17 @@ func (c IssuesConfig) WithDefaults() IssuesConfig {
 }
 
 // Issues opens, counts and closes issues from delivery outcomes: the one
-// place that decides what an outcome means for an issue. A failed
-// outcome is one upsert; a success costs a statement only while the
-// destination has an open issue, which a cache (refreshed every Refresh
-// by Run) answers without asking Postgres. An event the open circuit
-// holds is counted once, not at each of its holds: a dead destination's
-// held events come back every cooldown, and an upsert each time, all on
-// the issue's one row, took the connections every other destination's
-// deliveries needed.
+// place that decides what an outcome means for an issue. Failed outcomes
+// are gathered in memory and written by Run every issueFlushInterval,
+// one statement per issue, off the delivery path: written one by one,
+// a dead destination's failures and holds (hundreds a second, all on the
+// issue's one row) queued on its lock and took the connections every
+// other destination's deliveries and the gateway's acks needed. A
+// success costs a statement only while the destination has an open
+// issue, which a cache (refreshed every Refresh by Run) answers without
+// asking Postgres. An event the open circuit holds is counted once, not
+// at each of its holds. Failures gathered and not yet written when a
+// process dies are not counted.
 type Issues struct {
 	store issueStore
 	cfg   IssuesConfig
@@ -98,27 +105,82 @@ type Issues struct {
 	// held are the events counted in each open destination's "circuit
 	// open" issue by this process.
 	held map[dedupe.IssueDestination]map[string]struct{}
+	// gathered are the failures not yet written, by issue.
+	gathered map[issueGroup]*dedupe.IssueFailure
+}
+
+// issueGroup is what one issue gathers failures by.
+type issueGroup struct {
+	dest  dedupe.IssueDestination
+	cause string
 }
 
 // NewIssues returns Issues kept in store (*dedupe.Store in production).
 func NewIssues(store issueStore, cfg IssuesConfig) *Issues {
 	return &Issues{store: store, cfg: cfg.WithDefaults(), open: map[dedupe.IssueDestination]bool{},
-		held: map[dedupe.IssueDestination]map[string]struct{}{}}
+		held: map[dedupe.IssueDestination]map[string]struct{}{}, gathered: map[issueGroup]*dedupe.IssueFailure{}}
 }
 
-// Run reloads the destinations with an open issue every Refresh until
-// ctx ends.
+// Run writes the gathered failures every issueFlushInterval and reloads
+// the destinations with an open issue every Refresh, until ctx ends. Call
+// Flush after the last delivery to write what remains.
 func (t *Issues) Run(ctx context.Context) {
-	tick := time.NewTicker(t.cfg.Refresh)
-	defer tick.Stop()
+	refresh := time.NewTicker(t.cfg.Refresh)
+	defer refresh.Stop()
+	flush := time.NewTicker(issueFlushInterval)
+	defer flush.Stop()
+	t.refresh(ctx)
 	for {
-		t.refresh(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-refresh.C:
+			t.refresh(ctx)
+		case <-flush.C:
+			t.Flush(ctx)
 		}
 	}
+}
+
+// Flush writes the failures gathered since the last flush, one statement
+// per issue. A failure that could not be written is kept for the next.
+func (t *Issues) Flush(ctx context.Context) {
+	t.mu.Lock()
+	gathered := t.gathered
+	t.gathered = map[issueGroup]*dedupe.IssueFailure{}
+	t.mu.Unlock()
+	for g, f := range gathered {
+		wctx, cancel := context.WithTimeout(ctx, issueWriteTimeout)
+		r, err := t.store.RecordIssueFailure(wctx, *f)
+		cancel()
+		log := t.cfg.Logger.With(slog.String("source", g.dest.Source), slog.String("destination", g.dest.Destination),
+			slog.String("cause", g.cause))
+		if err != nil {
+			log.WarnContext(ctx, "could not count the failures in their issue; trying again", slog.Int("failures", f.Count),
+				slog.String("error", err.Error()))
+			t.mu.Lock()
+			t.gather(g, f.Count, f.ExternalIDs...)
+			t.mu.Unlock()
+			continue
+		}
+		t.setOpen(g.dest, true)
+		if r.Opened {
+			log.WarnContext(ctx, "issue opened: the destination failed", slog.Int64("issue", r.ID), slog.Int("failures", f.Count))
+			t.cfg.Changed()
+		}
+	}
+}
+
+// gather adds count failures of events to g's, keeping at most
+// dedupe.MaxIssueEvents events (an issue lists no more). t.mu is held.
+func (t *Issues) gather(g issueGroup, count int, events ...string) {
+	f := t.gathered[g]
+	if f == nil {
+		f = &dedupe.IssueFailure{Source: g.dest.Source, Destination: g.dest.Destination, Cause: g.cause}
+		t.gathered[g] = f
+	}
+	f.Count += count
+	f.ExternalIDs = append(f.ExternalIDs, events[:min(len(events), dedupe.MaxIssueEvents-len(f.ExternalIDs))]...)
 }
 
 // refresh replaces the cache of destinations with an open issue.
@@ -197,24 +259,17 @@ func (t *Issues) observe(ctx context.Context, log *slog.Logger, p DeliverPayload
 			return
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), issueWriteTimeout)
-	defer cancel()
-	if signal == signalFailure && cause == CauseCircuitOpen && !t.firstHold(dest, p.EventID) {
-		return
-	}
 	if signal == signalFailure {
-		r, err := t.store.RecordIssueFailure(ctx, dedupe.IssueFailure{Source: p.Source, Destination: p.Destination, Cause: cause, ExternalID: p.EventID})
-		if err != nil {
-			log.WarnContext(ctx, "could not count the failure in its issue", slog.String("cause", cause), slog.String("error", err.Error()))
+		if cause == CauseCircuitOpen && !t.firstHold(dest, p.EventID) {
 			return
 		}
-		t.setOpen(dest, true)
-		if r.Opened {
-			log.WarnContext(ctx, "issue opened: the destination failed", slog.Int64("issue", r.ID), slog.String("cause", cause))
-			t.cfg.Changed()
-		}
+		t.mu.Lock()
+		t.gather(issueGroup{dest, cause}, 1, p.EventID)
+		t.mu.Unlock()
 		return
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), issueWriteTimeout)
+	defer cancel()
 	s, err := t.store.RecordIssueSuccess(ctx, p.Source, p.Destination, t.cfg.CloseAfter)
 	if err != nil {
 		log.WarnContext(ctx, "could not count the success toward its destination's issues", slog.String("error", err.Error()))

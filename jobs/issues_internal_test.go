@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -39,16 +40,25 @@ func TestIssueCause(t *testing.T) {
 }
 
 // countingIssueStore counts the failures written, as if each opened or
-// counted into one open issue.
+// counted into one open issue; while fail is set it refuses them.
 type countingIssueStore struct {
-	mu       sync.Mutex
-	failures map[string]int // by cause
+	mu         sync.Mutex
+	failures   map[string]int // by cause
+	statements map[string]int // by cause
+	fail       bool
 }
 
 func (s *countingIssueStore) RecordIssueFailure(_ context.Context, f dedupe.IssueFailure) (dedupe.IssueRecorded, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.failures[f.Cause]++
+	if s.fail {
+		return dedupe.IssueRecorded{}, errors.New("database down")
+	}
+	if f.Count != len(f.ExternalIDs) {
+		return dedupe.IssueRecorded{}, fmt.Errorf("%d failures of %d events", f.Count, len(f.ExternalIDs))
+	}
+	s.failures[f.Cause] += f.Count
+	s.statements[f.Cause]++
 	return dedupe.IssueRecorded{}, nil
 }
 
@@ -60,13 +70,15 @@ func (s *countingIssueStore) OpenIssueDestinations(context.Context) ([]dedupe.Is
 	return nil, nil
 }
 
-// TestIssuesCountAHeldEventOnce: the open circuit holds each event again
-// every cooldown; its issue is written once per event (from many
-// goroutines at once), while every failed call is written; once the
-// destination has no open issue, a hold counts again.
+// TestIssuesCountAHeldEventOnce: failures are gathered off the delivery
+// path and written one statement per issue; the open circuit holds each
+// event again and again, its issue counts the event once (from many
+// goroutines at once), while every failed call counts; once the
+// destination has no open issue, a hold counts again; failures the
+// database refused are written by the next flush.
 func TestIssuesCountAHeldEventOnce(t *testing.T) {
 	t.Parallel()
-	store := &countingIssueStore{failures: map[string]int{}}
+	store := &countingIssueStore{failures: map[string]int{}, statements: map[string]int{}}
 	issues := NewIssues(store, IssuesConfig{Logger: slog.New(slog.DiscardHandler)})
 	log := slog.New(slog.DiscardHandler)
 	payload := func(n int) DeliverPayload {
@@ -84,15 +96,23 @@ func TestIssuesCountAHeldEventOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got := store.failures[CauseCircuitOpen]; got != 50 {
-		t.Errorf("8 holds of each of 50 events wrote %d circuit-open failures, want 50", got)
+	if got := store.failures[CauseCircuitOpen] + store.failures["500"]; got != 0 {
+		t.Fatalf("%d failures written before the flush, want them gathered", got)
 	}
-	if got := store.failures["500"]; got != 50 {
-		t.Errorf("50 failed calls wrote %d failures, want 50", got)
+	issues.Flush(t.Context())
+	if got, n := store.failures[CauseCircuitOpen], store.statements[CauseCircuitOpen]; got != 50 || n != 1 {
+		t.Errorf("8 holds of each of 50 events wrote %d circuit-open failures in %d statements, want 50 in 1", got, n)
+	}
+	if got, n := store.failures["500"], store.statements["500"]; got != 50 || n != 1 {
+		t.Errorf("50 failed calls wrote %d failures in %d statements, want 50 in 1", got, n)
 	}
 	issues.setOpen(dedupe.IssueDestination{Source: "stripe", Destination: "crm"}, false)
 	issues.observe(t.Context(), log, payload(0), callResult{cause: CauseCircuitOpen})
+	store.fail = true
+	issues.Flush(t.Context())
+	store.fail = false
+	issues.Flush(t.Context())
 	if got := store.failures[CauseCircuitOpen]; got != 51 {
-		t.Errorf("a hold after the issue closed: %d circuit-open failures, want 51", got)
+		t.Errorf("a hold after the issue closed, written after a refused flush: %d circuit-open failures, want 51", got)
 	}
 }
