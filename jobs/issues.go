@@ -31,8 +31,9 @@ const DefaultIssueCloseAfter = 10
 // have an open issue.
 const DefaultIssueRefresh = 2 * time.Second
 
-// issueWriteTimeout bounds one issue statement: a slow database delays a
-// delivery's answer by at most this.
+// issueWriteTimeout bounds one issue statement: a flush of gathered
+// failures, or a success counted while its destination has an open issue
+// (which delays that delivery's answer by at most this).
 const issueWriteTimeout = 2 * time.Second
 
 // issueFlushInterval is how often the failures gathered since are
