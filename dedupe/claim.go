@@ -191,8 +191,15 @@ SELECT i.key,
            IS DISTINCT FROM (i.source, i.external_id, i.destination, i.generation)
 FROM input i
 LEFT JOIN claimed c ON c.key = i.key
-LEFT JOIN job_runs cur ON c.key IS NULL AND cur.key = i.key
-LEFT JOIN events e ON c.key IS NOT NULL AND e.source = i.source AND e.external_id = i.external_id`
+-- Each row read by its key (LATERAL … OFFSET 0, as above): a join lets
+-- a plan made while the tables were small hash the whole table on every
+-- claim once they are not.
+LEFT JOIN LATERAL (SELECT status, permanent, calls, attempts, result, held_until, lease_until,
+                          source, external_id, destination, generation
+                   FROM job_runs WHERE key = i.key AND c.key IS NULL OFFSET 0) cur ON true
+LEFT JOIN LATERAL (SELECT content_type, payload, order_entity, order_version, trace_parent, event_type, headers, received_at
+                   FROM events WHERE source = i.source AND external_id = i.external_id AND c.key IS NOT NULL
+                   OFFSET 0) e ON true`
 
 // ErrKeyConflict is returned by [Store.Claim] when the run stored under
 // the key belongs to another event, destination or generation than the

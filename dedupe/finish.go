@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // ErrClaimLost is returned by [Store.Finish] when the run is no longer the
@@ -103,16 +106,22 @@ type Finished struct {
 
 // finishSQL stores many outcomes at once, each conditional on the call
 // its claim returned, and writes the delivery_attempts row of every call
-// made: inserted, or completed when one exists (logged as 'calling' by
-// the ordering guard, or marked 'unknown' by a sweep that found the
-// lease passed), and deletes a guard's 'calling' row for a call that was
-// not made. It is the one place that says what an
-// outcome does to a run. Each run is found by key and locked, in key
-// order so concurrent batches never deadlock, and whether it is still the
-// claimed call is read from the locked row: a condition on job_runs.status
-// in the scan would let the planner walk the whole index of running runs,
-// dead entries included, when statistics say few runs are running, and a
-// join on the key lets it scan the whole table when its estimates are off.
+// made that has none; a call that has one (logged as 'calling' by the
+// ordering guard, or marked 'unknown' by a sweep that found the lease
+// passed) is returned with its rows' ctids, which finishLoggedSQL then
+// completes. It deletes a guard's 'calling' row for a call that was not
+// made. It is the one place that says what an outcome does to a run.
+// Each run is found by key and locked, in key order so concurrent
+// batches never deadlock, and whether it is still the claimed call is
+// read from the locked row: a condition on job_runs.status in the scan
+// would let the planner walk the whole index of running runs, dead
+// entries included, when statistics say few runs are running, and a join
+// on the key lets it scan the whole table when its estimates are off.
+// For the same reason every other row is found by its key in a LATERAL
+// or scalar subquery (OFFSET 0 keeps a LATERAL one), and no statement
+// here joins the batch with delivery_attempts to update it: a plan made
+// while the table was small hashed all of it on every batch once it was
+// not (TestDeliveryStatementsFindRowsByKey).
 const finishSQL = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[],
@@ -121,34 +130,30 @@ WITH input AS (
         AS u(key, call, outcome, status_code, result, error, duration_ms, wait_ms, called, lease_ms,
              answer_headers, answer_body, answer_truncated, hold_reason, sent_body)
 ), answered AS (
-    -- The call's answer, and when its next try is due: after a hold, or
-    -- after a failed attempt that leaves attempts (the same rule as
-    -- retry_at below, on the run as it was).
-    SELECT i.*, CASE WHEN i.outcome = 'hold'
-                       OR (i.outcome = 'retry' AND EXISTS (SELECT 1 FROM job_runs r
-                                                           WHERE r.key = i.key AND r.attempts + 1 < r.max_attempts))
-                     THEN now() + i.wait_ms * interval '1 millisecond' END AS next_try_at
-    FROM input i WHERE i.called
-), logged AS (
-    UPDATE delivery_attempts a SET
-        state = 'finished', outcome = i.outcome, status_code = NULLIF(i.status_code, 0),
-        succeeded = i.outcome = 'done', error = NULLIF(i.error, ''), duration_ms = i.duration_ms,
-        answer_headers = NULLIF(i.answer_headers, '')::jsonb, answer_body = i.answer_body,
-        answer_truncated = i.answer_truncated, retry_at = i.next_try_at, sent_body = i.sent_body
-    FROM answered i
-    WHERE a.key = i.key AND a.call = i.call
-    RETURNING a.key
+    -- The call's answer, when its next try is due (after a hold, or
+    -- after a failed attempt that leaves attempts: the same rule as
+    -- retry_at below, on the run as it was), and the rows it has.
+    SELECT i.*, CASE WHEN i.outcome = 'hold' OR (i.outcome = 'retry' AND r.attempts_left)
+                     THEN now() + i.wait_ms * interval '1 millisecond' END AS next_try_at,
+           ARRAY(SELECT ctid FROM delivery_attempts WHERE key = i.key AND call = i.call) AS logged
+    FROM input i
+    LEFT JOIN LATERAL (SELECT attempts + 1 < max_attempts AS attempts_left FROM job_runs
+                       WHERE key = i.key AND i.outcome = 'retry' OFFSET 0) r ON true
+    WHERE i.called
 ), unlogged AS (
     INSERT INTO delivery_attempts (key, call, status_code, succeeded, error, duration_ms, state, outcome,
                                    answer_headers, answer_body, answer_truncated, retry_at, sent_body)
     SELECT key, call, NULLIF(status_code, 0), outcome = 'done', NULLIF(error, ''), duration_ms, 'finished', outcome,
            NULLIF(answer_headers, '')::jsonb, answer_body, answer_truncated, next_try_at, sent_body
     FROM answered i
-    WHERE NOT EXISTS (SELECT 1 FROM logged l WHERE l.key = i.key)
+    WHERE cardinality(i.logged) = 0
 ), uncalled AS (
     -- A call logged as started that did not happen after all.
-    DELETE FROM delivery_attempts a USING input i
-    WHERE NOT i.called AND a.key = i.key AND a.call = i.call AND a.state = 'calling'
+    DELETE FROM delivery_attempts a
+    USING input i
+    CROSS JOIN LATERAL (SELECT ctid AS id FROM delivery_attempts
+                        WHERE key = i.key AND call = i.call AND state = 'calling' AND NOT i.called OFFSET 0) c
+    WHERE a.ctid = c.id
 ), locked AS MATERIALIZED (
     SELECT i.*, r.calls AS current_call, r.status AS current_status
     FROM (SELECT * FROM input ORDER BY key) i
@@ -181,8 +186,21 @@ WITH input AS (
     WHERE r.key = l.key AND l.current_call = l.call AND l.current_status = 'running'
     RETURNING r.key, r.status, r.attempts
 )
-SELECT i.key, u.status, u.attempts
-FROM input i LEFT JOIN updated u ON u.key = i.key`
+SELECT i.key, u.status, u.attempts, a.logged, a.next_try_at
+FROM input i
+LEFT JOIN updated u ON u.key = i.key
+LEFT JOIN answered a ON a.key = i.key AND cardinality(a.logged) > 0`
+
+// finishLoggedSQL completes one logged row of a call finishSQL returned
+// ($1 its ctid, the rest the call's answer as finishSQL stores it), found
+// by its ctid so it is always a single-row read: a concurrent sweep's
+// 'unknown' mark is followed to the row's new version.
+const finishLoggedSQL = `
+UPDATE delivery_attempts SET
+    state = 'finished', outcome = $2, status_code = NULLIF($3, 0), succeeded = $2 = 'done',
+    error = NULLIF($4, ''), duration_ms = $5, answer_headers = NULLIF($6, '')::jsonb, answer_body = $7,
+    answer_truncated = $8, retry_at = $9, sent_body = $10
+WHERE ctid = $1`
 
 // finishRequest is one outcome to store.
 type finishRequest struct {
@@ -200,14 +218,19 @@ type finishResult struct {
 // call's delivery_attempts row when one was made. It returns ErrClaimLost if
 // the run was handed on meanwhile.
 func (s *Store) Finish(ctx context.Context, key string, f Finish) (Finished, error) {
-	res, err := finishBatch(ctx, s.pool, []finishRequest{{key: key, finish: f}})
+	var res []finishResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
+		res, err = finishBatch(ctx, tx, []finishRequest{{key: key, finish: f}})
+		return err
+	})
 	if err != nil {
 		return Finished{}, err
 	}
 	return res[0].finished, res[0].err
 }
 
-// finishBatch stores many outcomes in one statement. Keys must be
+// finishBatch stores many outcomes in one statement (and one more per
+// logged row of a call, finishLoggedSQL), in db's transaction. Keys must be
 // distinct; finishRounds splits batches that are not.
 func finishBatch(ctx context.Context, db DB, reqs []finishRequest) ([]finishResult, error) {
 	n := len(reqs)
@@ -251,17 +274,28 @@ func finishBatch(ctx context.Context, db DB, reqs []finishRequest) ([]finishResu
 		return nil, fmt.Errorf("error finishing run: %w", err)
 	}
 	out := make([]finishResult, n)
+	type loggedCall struct {
+		i       int
+		rows    []pgtype.TID
+		nextTry *time.Time
+	}
+	var logged []loggedCall
 	for rows.Next() {
 		var (
 			key      string
 			status   *string
 			attempts *int
+			l        loggedCall
 		)
-		if err := rows.Scan(&key, &status, &attempts); err != nil {
+		if err := rows.Scan(&key, &status, &attempts, &l.rows, &l.nextTry); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("error reading finished runs: %w", err)
 		}
 		i := index[key]
+		if len(l.rows) > 0 {
+			l.i = i
+			logged = append(logged, l)
+		}
 		if status == nil {
 			out[i] = finishResult{err: ErrClaimLost}
 			continue
@@ -270,6 +304,15 @@ func finishBatch(ctx context.Context, db DB, reqs []finishRequest) ([]finishResu
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("error finishing run: %w", err)
+	}
+	for _, l := range logged {
+		f := reqs[l.i].finish
+		for _, row := range l.rows {
+			if _, err := db.Exec(ctx, finishLoggedSQL, row, string(f.Outcome), int32(f.StatusCode), f.Error,
+				durations[l.i], string(f.Answer.Headers), f.Answer.Body, f.Answer.Truncated, l.nextTry, f.SentBody); err != nil {
+				return nil, fmt.Errorf("error completing the logged call of %s: %w", reqs[l.i].key, err)
+			}
+		}
 	}
 	return out, nil
 }

@@ -111,9 +111,12 @@ WITH expired AS MATERIALIZED (
               ` + traceParentSQL("r.source", "r.external_id") + ` AS trace_parent,
               r.calls, r.started_at
 ), unknown AS (
+    -- Found by key (LATERAL … OFFSET 0): a join let a plan made while
+    -- the table was small read all of delivery_attempts on every sweep.
     UPDATE delivery_attempts a SET state = 'unknown'
     FROM swept s
-    WHERE a.key = s.key AND a.state = 'calling'
+    CROSS JOIN LATERAL (SELECT ctid AS id FROM delivery_attempts WHERE key = s.key AND state = 'calling' OFFSET 0) c
+    WHERE a.ctid = c.id AND a.state = 'calling'
 ), unlogged AS (
     INSERT INTO delivery_attempts (key, call, succeeded, duration_ms, state, created_at)
     SELECT s.key, s.calls, false, 0, 'unknown', COALESCE(s.started_at, now())
