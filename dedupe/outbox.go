@@ -72,15 +72,15 @@ type OutboxCursor struct {
 // unsettledSQL reads up to $5 outbox rows older than $1 ms after the
 // cursor ($2, $3, $4), oldest first, each with the destinations that have
 // a first-generation run. The range condition on received_at alone lets
-// the walk use the outbox's received_at index.
-var unsettledSQL = `
+// the walk use the outbox's received_at index. The event is read once,
+// by key, for all it gives.
+const unsettledSQL = `
 SELECT o.source, o.external_id, o.received_at,
        ARRAY(SELECT r.destination FROM job_runs r
              WHERE r.source = o.source AND r.external_id = o.external_id AND r.generation = 1),
-       ` + traceParentSQL("o.source", "o.external_id") + `,
-       e.event_type, e.plan, o.handed_off
+       COALESCE(e.trace_parent, ''), e.event_type, e.plan, o.handed_off
 FROM event_outbox o
-LEFT JOIN LATERAL (SELECT event_type, plan FROM events
+LEFT JOIN LATERAL (SELECT trace_parent, event_type, plan FROM events
                    WHERE source = o.source AND external_id = o.external_id OFFSET 0) e ON true
 WHERE o.received_at < now() - $1 * interval '1 millisecond'
   AND o.received_at >= $2
