@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The relay's outbox (table event_outbox) holds one narrow row per event
@@ -195,12 +197,20 @@ func (s *Store) SetPlans(ctx context.Context, refs []EventRef) error {
 }
 
 // markHandedOffSQL marks the outbox rows of events ($1, $2) whose tasks
-// the relay enqueued, in key order (concurrent relays never deadlock);
-// rows already settled are gone and skipped.
+// the relay enqueued, found by key in key order (concurrent relays never
+// deadlock); rows already settled are gone and skipped. The outbox is a
+// queue: empty one minute, a backlog of millions the next, and full of
+// dead rows where vacuum is behind, so no plan fits it for long; the
+// statement is planned at every run (MarkHandedOff), for the table as it
+// is, and each row is found by key: a join of the batch with the outbox
+// was planned as a scan of all of it, dead rows included, for each batch.
 const markHandedOffSQL = `
 UPDATE event_outbox o SET handed_off = true
-FROM (SELECT * FROM unnest($1::text[], $2::text[]) AS u(s, x) ORDER BY s, x) u
-WHERE o.source = u.s AND o.external_id = u.x AND NOT o.handed_off`
+FROM (SELECT r.id
+      FROM (SELECT * FROM unnest($1::text[], $2::text[]) AS u(s, x) ORDER BY s, x) u
+      CROSS JOIN LATERAL (SELECT ctid AS id FROM event_outbox
+                          WHERE source = u.s AND external_id = u.x AND NOT handed_off OFFSET 0) r) f
+WHERE o.ctid = f.id AND NOT o.handed_off`
 
 // MarkHandedOff records that the relay enqueued the tasks of refs, so
 // recovery tells a task Redis lost from one never written.
@@ -212,7 +222,7 @@ func (s *Store) MarkHandedOff(ctx context.Context, refs []EventRef) error {
 	for i, r := range refs {
 		sources[i], ids[i] = r.Source, r.ExternalID
 	}
-	if _, err := s.pool.Exec(ctx, markHandedOffSQL, sources, ids); err != nil {
+	if _, err := s.pool.Exec(ctx, markHandedOffSQL, pgx.QueryExecModeCacheDescribe, sources, ids); err != nil {
 		return fmt.Errorf("error marking events handed off: %w", err)
 	}
 	return nil
