@@ -191,16 +191,23 @@ FROM input i
 LEFT JOIN updated u ON u.key = i.key
 LEFT JOIN answered a ON a.key = i.key AND cardinality(a.logged) > 0`
 
-// finishLoggedSQL completes one logged row of a call finishSQL returned
-// ($1 its ctid, the rest the call's answer as finishSQL stores it), found
-// by its ctid so it is always a single-row read: a concurrent sweep's
-// 'unknown' mark is followed to the row's new version.
-const finishLoggedSQL = `
+// finishLoggedSQL completes a logged row of a call finishSQL returned,
+// with the call's answer as finishSQL stores it ($1–$9), found by the
+// ctid finishSQL returned ($10) so it is always a single-row read.
+const finishLoggedSQL = finishLoggedSetSQL + `WHERE ctid = $10`
+
+// finishLoggedByKeySQL is finishLoggedSQL for a row a sweep marked
+// 'unknown' between the two statements (its ctid changed): found by the
+// call's key ($10) and number ($11).
+const finishLoggedByKeySQL = finishLoggedSetSQL + `WHERE key = $10 AND call = $11 AND state <> 'finished'`
+
+// finishLoggedSetSQL is what finishLoggedSQL writes.
+const finishLoggedSetSQL = `
 UPDATE delivery_attempts SET
-    state = 'finished', outcome = $2, status_code = NULLIF($3, 0), succeeded = $2 = 'done',
-    error = NULLIF($4, ''), duration_ms = $5, answer_headers = NULLIF($6, '')::jsonb, answer_body = $7,
-    answer_truncated = $8, retry_at = $9, sent_body = $10
-WHERE ctid = $1`
+    state = 'finished', outcome = $1, status_code = NULLIF($2, 0), succeeded = $1 = 'done',
+    error = NULLIF($3, ''), duration_ms = $4, answer_headers = NULLIF($5, '')::jsonb, answer_body = $6,
+    answer_truncated = $7, retry_at = $8, sent_body = $9
+`
 
 // finishRequest is one outcome to store.
 type finishRequest struct {
@@ -307,9 +314,18 @@ func finishBatch(ctx context.Context, db DB, reqs []finishRequest) ([]finishResu
 	}
 	for _, l := range logged {
 		f := reqs[l.i].finish
+		answer := []any{string(f.Outcome), int32(f.StatusCode), f.Error, durations[l.i], string(f.Answer.Headers),
+			f.Answer.Body, f.Answer.Truncated, l.nextTry, f.SentBody}
+		completed := int64(0)
 		for _, row := range l.rows {
-			if _, err := db.Exec(ctx, finishLoggedSQL, row, string(f.Outcome), int32(f.StatusCode), f.Error,
-				durations[l.i], string(f.Answer.Headers), f.Answer.Body, f.Answer.Truncated, l.nextTry, f.SentBody); err != nil {
+			tag, err := db.Exec(ctx, finishLoggedSQL, append(answer, row)...)
+			if err != nil {
+				return nil, fmt.Errorf("error completing the logged call of %s: %w", reqs[l.i].key, err)
+			}
+			completed += tag.RowsAffected()
+		}
+		if completed == 0 {
+			if _, err := db.Exec(ctx, finishLoggedByKeySQL, append(answer, reqs[l.i].key, int32(f.Call))...); err != nil {
 				return nil, fmt.Errorf("error completing the logged call of %s: %w", reqs[l.i].key, err)
 			}
 		}
