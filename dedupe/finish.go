@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -270,7 +271,7 @@ func finishBatch(ctx context.Context, db DB, reqs []finishRequest) ([]finishResu
 		index[r.key] = i
 		keys[i], calls[i], outcomes[i], codes[i] = r.key, int32(f.Call), string(f.Outcome), int32(f.StatusCode)
 		results[i], errs[i] = string(f.Result), f.Error
-		durations[i] = float64(f.Duration.Microseconds()) / 1000
+		durations[i] = durationMs(f.Duration)
 		waits[i], called[i], leases[i] = f.Wait.Milliseconds(), f.Called, f.Lease.Milliseconds()
 		aHeaders[i], aBodies[i], aTrunc[i] = string(f.Answer.Headers), f.Answer.Body, f.Answer.Truncated
 		reasons[i], sent[i] = f.HoldReason, f.SentBody
@@ -281,11 +282,6 @@ func finishBatch(ctx context.Context, db DB, reqs []finishRequest) ([]finishResu
 		return nil, fmt.Errorf("error finishing run: %w", err)
 	}
 	out := make([]finishResult, n)
-	type loggedCall struct {
-		i       int
-		rows    []pgtype.TID
-		nextTry *time.Time
-	}
 	var logged []loggedCall
 	for rows.Next() {
 		var (
@@ -313,22 +309,45 @@ func finishBatch(ctx context.Context, db DB, reqs []finishRequest) ([]finishResu
 		return nil, fmt.Errorf("error finishing run: %w", err)
 	}
 	for _, l := range logged {
-		f := reqs[l.i].finish
-		answer := []any{string(f.Outcome), int32(f.StatusCode), f.Error, durations[l.i], string(f.Answer.Headers),
-			f.Answer.Body, f.Answer.Truncated, l.nextTry, f.SentBody}
-		completed := int64(0)
-		for _, row := range l.rows {
-			tag, err := db.Exec(ctx, finishLoggedSQL, append(answer, row)...)
-			if err != nil {
-				return nil, fmt.Errorf("error completing the logged call of %s: %w", reqs[l.i].key, err)
-			}
-			completed += tag.RowsAffected()
-		}
-		if completed == 0 {
-			if _, err := db.Exec(ctx, finishLoggedByKeySQL, append(answer, reqs[l.i].key, int32(f.Call))...); err != nil {
-				return nil, fmt.Errorf("error completing the logged call of %s: %w", reqs[l.i].key, err)
-			}
+		if err := completeLoggedCall(ctx, db, reqs[l.i], l); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// loggedCall is a call finishSQL left to finishLoggedSQL: reqs[i]'s, its
+// logged rows and when its next try is due.
+type loggedCall struct {
+	i       int
+	rows    []pgtype.TID
+	nextTry *time.Time
+}
+
+// completeLoggedCall writes req's answer into the logged rows of its
+// call, by ctid, or by key when a sweep changed them meanwhile.
+func completeLoggedCall(ctx context.Context, db DB, req finishRequest, l loggedCall) error {
+	f := req.finish
+	answer := []any{string(f.Outcome), int32(f.StatusCode), f.Error, durationMs(f.Duration),
+		string(f.Answer.Headers), f.Answer.Body, f.Answer.Truncated, l.nextTry, f.SentBody}
+	completed := int64(0)
+	for _, row := range l.rows {
+		tag, err := db.Exec(ctx, finishLoggedSQL, slices.Concat(answer, []any{row})...)
+		if err != nil {
+			return fmt.Errorf("error completing the logged call of %s: %w", req.key, err)
+		}
+		completed += tag.RowsAffected()
+	}
+	if completed > 0 {
+		return nil
+	}
+	if _, err := db.Exec(ctx, finishLoggedByKeySQL, slices.Concat(answer, []any{req.key, int32(f.Call)})...); err != nil {
+		return fmt.Errorf("error completing the logged call of %s: %w", req.key, err)
+	}
+	return nil
+}
+
+// durationMs is a call's duration as delivery_attempts.duration_ms keeps it.
+func durationMs(d time.Duration) float64 {
+	return float64(d.Microseconds()) / 1000
 }
