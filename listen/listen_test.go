@@ -366,6 +366,9 @@ func TestListenCatchesUp(t *testing.T) {
 	}
 	tick.Stop()
 	pipelinetest.Eventually(t, 30*time.Second, "200 events at the local app", func() bool { return app.keys() >= 200 })
+	// listen prints an event's line once the local call has answered, a
+	// moment after the app counted it.
+	pipelinetest.Eventually(t, 5*time.Second, "200 event lines", func() bool { return len(eventLines(t, l.Logs())) >= 200 })
 	var lags []float64
 	for _, e := range eventLines(t, l.Logs()) {
 		lags = append(lags, e.LagMS)

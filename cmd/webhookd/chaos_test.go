@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/internal/testkit/pgtest"
-	"github.com/webhookd/webhookd/internal/testkit/pipelinetest"
 	"github.com/webhookd/webhookd/internal/testkit/proctest"
 )
 
@@ -121,9 +120,12 @@ func runChaos(t *testing.T, order string) {
 	}
 
 	stoppedAt := time.Now()
-	pipelinetest.Eventually(t, 150*time.Second, "every acknowledged event done", func() bool {
-		return schema.Int(t, `SELECT count(*) FROM job_runs WHERE status = 'done' AND external_id = ANY($1)`, acked) == len(acked)
-	})
+	for schema.Int(t, `SELECT count(*) FROM job_runs WHERE status = 'done' AND external_id = ANY($1)`, acked) != len(acked) {
+		if time.Since(stoppedAt) > 150*time.Second {
+			t.Fatalf("timed out after 2m30s waiting for every acknowledged event done; the first not done:\n%s", notDone(t, schema, acked))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	t.Logf("every acknowledged event done %s after traffic stopped", time.Since(stoppedAt).Round(time.Millisecond))
 	time.Sleep(2 * time.Second) // let late calls land before counting
 
@@ -162,6 +164,37 @@ func runChaos(t *testing.T, order string) {
 		t.Fatalf("the audit counts %d possible duplicates (%d unknown outcomes + %d stored twice) but the destination saw %d keys succeed more than once:\n%s",
 			unknown+stored, unknown, stored, destDuplicates, out)
 	}
+}
+
+// notDoneSQL describes the first 20 events of $1 with no done run, oldest
+// first: the event's entity, its runs, the calls logged for them, and
+// whether it is still in the outbox.
+const notDoneSQL = `
+SELECT coalesce(string_agg(line, E'\n'), '') FROM (
+    SELECT format('%s (entity %s, received %s, in outbox %s)' || E'\n  runs %s' || E'\n  calls %s' || E'\n  entity''s runs not done %s',
+        e.external_id, e.order_entity, e.received_at,
+        EXISTS (SELECT 1 FROM event_outbox o WHERE o.source = e.source AND o.external_id = e.external_id),
+        (SELECT json_agg(to_jsonb(r) - 'result') FROM job_runs r WHERE r.source = e.source AND r.external_id = e.external_id),
+        (SELECT json_agg(to_jsonb(a) - 'sent_body' ORDER BY a.id) FROM job_runs r JOIN delivery_attempts a ON a.key = r.key
+            WHERE r.source = e.source AND r.external_id = e.external_id),
+        (SELECT json_agg(json_build_object('event', r.external_id, 'status', r.status) ORDER BY o.received_at)
+            FROM events o JOIN job_runs r ON r.source = o.source AND r.external_id = o.external_id
+            WHERE o.order_entity = e.order_entity AND o.source = e.source AND r.status <> 'done')) AS line
+    FROM events e
+    WHERE e.external_id = ANY($1)
+      AND NOT EXISTS (SELECT 1 FROM job_runs r WHERE r.source = e.source AND r.external_id = e.external_id AND r.status = 'done')
+    ORDER BY e.received_at
+    LIMIT 20
+) x`
+
+// notDone reports where the acknowledged events with no done run stand,
+// so a chaos failure can be read without replaying it.
+func notDone(t *testing.T, schema *pgtest.Schema, acked []string) string {
+	var out string
+	if err := schema.Pool.QueryRow(context.Background(), notDoneSQL, acked).Scan(&out); err != nil {
+		return fmt.Sprintf("(error reading them: %v)", err)
+	}
+	return out
 }
 
 func jitter(rng *rand.Rand, lo, hi time.Duration) time.Duration {
