@@ -15,8 +15,9 @@ import (
 
 // deliveryStatements are the statements every delivery (or every
 // recovery pass) runs, with how many parameters each takes.
-// The relay's hand-off mark is planned at every run (MarkHandedOff), so
-// only its plan on grown tables is checked.
+// The relay's hand-off mark and the reconciler's settle are planned at
+// every run (MarkHandedOff, SettleEvents), so only their plans on grown
+// tables are checked.
 var deliveryStatements = []struct {
 	name    string
 	sql     string
@@ -27,6 +28,7 @@ var deliveryStatements = []struct {
 	{"finish", finishSQL, 15, true},
 	{"sweep", sweepSQL, 1, true},
 	{"hand-off mark", markHandedOffSQL, 2, false},
+	{"settle", settleSQL, 2, false},
 }
 
 // deliveryTables are the tables that grow with every event: a delivery
@@ -117,6 +119,7 @@ func TestDeliveryStatementsFindRowsByKey(t *testing.T) {
 			"finish":        {keys, ints, outcomes, ints, texts, texts, floats, longs, bools, longs, texts, bytes, bools, texts, bytes},
 			"sweep":         {100},
 			"hand-off mark": {sources, ids},
+			"settle":        {sources, ids},
 		}
 		for _, q := range deliveryStatements {
 			plan, nodes := planOf(t, ctx, schema, q.sql, args[q.name])

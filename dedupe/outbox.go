@@ -125,19 +125,23 @@ func (s *Store) UnsettledEvents(ctx context.Context, after OutboxCursor, minAge 
 }
 
 // settleSQL deletes the outbox rows of many events at once. Each row is
-// found by primary key, in key order, and deleted by its tuple id in that
-// order, so two reconcilers settling overlapping batches never deadlock;
-// a row another transaction deleted meanwhile is skipped. A join on the
-// key lets the planner scan the whole outbox, dead rows included, whenever
-// its statistics say the outbox is nearly empty, which they usually do;
-// OFFSET 0 keeps the per-key lookup from being flattened into such a join.
+// found by primary key and locked, in key order, as the claim's settle
+// finds them, so two statements settling overlapping batches never
+// deadlock; a row another transaction deleted meanwhile is skipped. The
+// locked rows are then deleted by tuple id. OFFSET 0 keeps the lookup
+// from being flattened into a join of the batch with the outbox. The
+// delete by tuple id is a tuple id scan only when the planner knows the
+// outbox is not tiny, and like the hand-off mark's (markHandedOffSQL) it
+// runs rarely on a table that swings from empty to millions: it is
+// planned at every run (SettleEvents), for the table as it is, since a
+// plan kept from a nearly empty outbox scans it whole.
 const settleSQL = `
 WITH found AS MATERIALIZED (
     SELECT o.ctid AS id
     FROM (SELECT s, x FROM unnest($1::text[], $2::text[]) AS u(s, x) ORDER BY s, x) u
-    CROSS JOIN LATERAL (SELECT ctid FROM event_outbox WHERE source = u.s AND external_id = u.x OFFSET 0) o
+    CROSS JOIN LATERAL (SELECT ctid FROM event_outbox WHERE source = u.s AND external_id = u.x OFFSET 0 FOR UPDATE) o
 )
-DELETE FROM event_outbox o USING found f WHERE o.ctid = f.id`
+DELETE FROM event_outbox WHERE ctid = ANY (ARRAY(SELECT id FROM found))`
 
 // SettleEvents takes refs out of the outbox: every destination of each
 // has a run (which from then on is what recovery watches), or its source
@@ -151,7 +155,7 @@ func (s *Store) SettleEvents(ctx context.Context, refs []EventRef) error {
 	for i, r := range refs {
 		sources[i], ids[i] = r.Source, r.ExternalID
 	}
-	if _, err := s.pool.Exec(ctx, settleSQL, sources, ids); err != nil {
+	if _, err := s.pool.Exec(ctx, settleSQL, pgx.QueryExecModeCacheDescribe, sources, ids); err != nil {
 		return fmt.Errorf("error settling events: %w", err)
 	}
 	return nil
