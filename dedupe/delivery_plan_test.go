@@ -14,10 +14,11 @@ import (
 )
 
 // deliveryStatements are the statements every delivery (or every
-// recovery pass) runs, with how many parameters each takes.
-// The relay's hand-off mark and the reconciler's settle are planned at
-// every run (MarkHandedOff, SettleEvents), so only their plans on grown
-// tables are checked.
+// recovery pass, or every read of listen's feed) runs, and retention's
+// batches, with how many parameters each takes.
+// The relay's hand-off mark, the reconciler's settle and retention's
+// deletes are planned at every run (MarkHandedOff, SettleEvents,
+// deleteBatch), so only their plans on grown tables are checked.
 var deliveryStatements = []struct {
 	name    string
 	sql     string
@@ -29,6 +30,17 @@ var deliveryStatements = []struct {
 	{"sweep", sweepSQL, 1, true},
 	{"hand-off mark", markHandedOffSQL, 2, false},
 	{"settle", settleSQL, 2, false},
+	{"fifo head", headSQL, 8, true},
+	{"fifo release", releaseBehindSQL, 4, true},
+	{"version advance", advanceVersionSQL, 7, true},
+	{"version state", versionStateSQL, 4, true},
+	{"version release", releaseVersionSQL, 4, true},
+	{"due runs", dueRunsSQL, 4, true},
+	{"feed scan", feedScanSQL, 3, true},
+	{"feed fetch", feedFetchSQL, 2, true},
+	{"retain attempts", retainAttemptsSQL, 2, false},
+	{"retain runs", retainRunsSQL, 2, false},
+	{"retain events", retainEventsSQL, 2, false},
 }
 
 // deliveryTables are the tables that grow with every event: a delivery
@@ -36,8 +48,9 @@ var deliveryStatements = []struct {
 var deliveryTables = []string{"events", "event_outbox", "job_runs", "delivery_attempts"}
 
 // TestDeliveryStatementsFindRowsByKey: the claim and the finish run for
-// every delivery, the hand-off mark for every event and the sweep on
-// every recovery pass, so each must find
+// every delivery (and in order modes the head or version statements), the
+// hand-off mark for every event, the sweep on every recovery pass, and
+// retention in batches over the largest tables, so each must find
 // its rows by key however the planner sized the tables. A pool keeps the
 // plan it made at a statement's first runs (a generic plan, once
 // Postgres prefers it), and with autovacuum off or behind nothing makes
@@ -88,8 +101,8 @@ func TestDeliveryStatementsFindRowsByKey(t *testing.T) {
 		grow := func(from, to int) {
 			t.Helper()
 			execSQL(t, ctx, schema,
-				`INSERT INTO events (source, external_id, payload, plan)
-				 SELECT 'src', 'old_' || g, '{}', '{dst}' FROM generate_series(`+strconv.Itoa(from)+`, `+strconv.Itoa(to)+`) g`,
+				`INSERT INTO events (source, external_id, payload, plan, order_entity)
+				 SELECT 'src', 'old_' || g, '{}', '{dst}', 'e' || g % 100 FROM generate_series(`+strconv.Itoa(from)+`, `+strconv.Itoa(to)+`) g`,
 				`INSERT INTO job_runs (key, source, external_id, destination, status, calls, attempts, max_attempts, completed_at)
 				 SELECT 'src:dst:old_' || g, 'src', 'old_' || g, 'dst', 'done', 1, 0, 5, now() FROM generate_series(`+strconv.Itoa(from)+`, `+strconv.Itoa(to)+`) g`,
 				`INSERT INTO event_outbox (source, external_id)
@@ -115,11 +128,22 @@ func TestDeliveryStatementsFindRowsByKey(t *testing.T) {
 			bools, bytes = append(bools, i%2 == 0), append(bytes, nil)
 		}
 		args := map[string][]any{
-			"claim":         {keys, sources, ids, dests, ints, ints, longs},
-			"finish":        {keys, ints, outcomes, ints, texts, texts, floats, longs, bools, longs, texts, bytes, bools, texts, bytes},
-			"sweep":         {100},
-			"hand-off mark": {sources, ids},
-			"settle":        {sources, ids},
+			"claim":           {keys, sources, ids, dests, ints, ints, longs},
+			"finish":          {keys, ints, outcomes, ints, texts, texts, floats, longs, bools, longs, texts, bytes, bools, texts, bytes},
+			"sweep":           {100},
+			"hand-off mark":   {sources, ids},
+			"settle":          {sources, ids},
+			"fifo head":       {"src", "dst", "e1", "old_401", true, int64(1000), "src:dst:old_401", int32(0)},
+			"fifo release":    {"src", "dst", "e1", OrderHoldPrefix + "old_401"},
+			"version advance": {"src", "dst", "e1", "5", "src:dst:old_401", int64(1000), int32(1)},
+			"version state":   {"src", "dst", "e1", "5"},
+			"version release": {"src", "dst", "e1", "src:dst:old_401"},
+			"due runs":        {int64(1000), time.Time{}, "", 100},
+			"feed scan":       {"1", int64(0), 100},
+			"feed fetch":      {sources, ids},
+			"retain attempts": {time.Now().Add(-time.Hour), 1000},
+			"retain runs":     {time.Now().Add(-time.Hour), 1000},
+			"retain events":   {time.Now().Add(-time.Hour), 1000},
 		}
 		for _, q := range deliveryStatements {
 			plan, nodes := planOf(t, ctx, schema, q.sql, args[q.name])
@@ -138,6 +162,44 @@ func checkNoTableScan(t *testing.T, name, plan string, nodes []map[string]any) {
 			if rel == table && n["Node Type"] == "Seq Scan" {
 				t.Errorf("%s scans all of %s:\n%s", name, rel, plan)
 			}
+		}
+	}
+}
+
+// TestRareStatementsArePlannedAtEveryRun: the hand-off mark, the settle
+// and retention's deletes run on tables that swing from empty to
+// millions, so each is planned for the table as it is at every run and
+// never kept on a connection as a prepared statement, whose plan (a
+// generic one, after a few runs) would be the one made while the table
+// was nearly empty.
+func TestRareStatementsArePlannedAtEveryRun(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	schema := pgtest.New(t)
+	s := New(schema.Pool)
+	refs := []EventRef{{Source: "src", ExternalID: "evt_1"}}
+	for range 8 {
+		if err := s.MarkHandedOff(ctx, refs); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SettleEvents(ctx, refs); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RunRetention(ctx, RetentionOptions{Retention: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rare := []string{markHandedOffSQL, settleSQL, retainAttemptsSQL, retainRunsSQL, retainEventsSQL}
+	for _, c := range schema.Pool.AcquireAllIdle(ctx) {
+		var kept int
+		err := c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement = ANY ($1)`, rare).Scan(&kept)
+		c.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kept > 0 {
+			t.Errorf("a connection keeps %d of the rare statements prepared", kept)
 		}
 	}
 }

@@ -160,12 +160,15 @@ FROM h LEFT JOIN LATERAL (
     LIMIT $3
 ) s ON true`
 
-// feedFetchSQL reads the picked events ($1 sources, $2 ids) whole.
+// feedFetchSQL reads the picked events ($1 sources, $2 ids) whole, each
+// found by key: a join would let a plan made while events was nearly
+// empty hash the whole table against the batch (OFFSET 0 keeps the
+// lookup from being flattened into one).
 const feedFetchSQL = `
 SELECT e.source, e.external_id, COALESCE(e.event_type, ''), e.content_type, e.received_at,
        e.headers::text, e.payload, e.feed_xid::text, e.feed_seq
 FROM unnest($1::text[], $2::text[]) AS k(s, x)
-JOIN events e ON e.source = k.s AND e.external_id = k.x`
+CROSS JOIN LATERAL (SELECT * FROM events WHERE source = k.s AND external_id = k.x OFFSET 0) e`
 
 // feedRow is one event feedScanSQL examined.
 type feedRow struct {
