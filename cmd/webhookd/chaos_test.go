@@ -119,10 +119,30 @@ func runChaos(t *testing.T, order string) {
 		t.Fatalf("only %d events acknowledged in %s: the load did not run", len(acked), traffic)
 	}
 
+	// Under -race, with the other chaos test and the package's other
+	// tests on the same two cores, delivery falls well behind the
+	// senders (half the acknowledged events can still be queued when
+	// traffic stops), and the backlog's drain takes as long as the
+	// machine makes it: what must hold is that it keeps draining. An
+	// event no process will finish stops the count; a minute with no
+	// event done fails the test, as does a drain longer than 8 minutes.
 	stoppedAt := time.Now()
-	for schema.Int(t, `SELECT count(*) FROM job_runs WHERE status = 'done' AND external_id = ANY($1)`, acked) != len(acked) {
-		if time.Since(stoppedAt) > 150*time.Second {
-			t.Fatalf("timed out after 2m30s waiting for every acknowledged event done; the first not done:\n%s", notDone(t, schema, acked))
+	nextReport, lastDone, progressAt := stoppedAt, -1, stoppedAt
+	for {
+		done := schema.Int(t, `SELECT count(*) FROM job_runs WHERE status = 'done' AND external_id = ANY($1)`, acked)
+		if done == len(acked) {
+			break
+		}
+		if done > lastDone {
+			lastDone, progressAt = done, time.Now()
+		}
+		if time.Now().After(nextReport) {
+			t.Logf("%s after traffic stopped: %d of %d acknowledged events done", time.Since(stoppedAt).Round(time.Second), done, len(acked))
+			nextReport = nextReport.Add(5 * time.Second)
+		}
+		if time.Since(progressAt) > time.Minute || time.Since(stoppedAt) > 8*time.Minute {
+			t.Fatalf("%d of %d acknowledged events done %s after traffic stopped, the last done %s ago; the first not done:\n%s",
+				done, len(acked), time.Since(stoppedAt).Round(time.Second), time.Since(progressAt).Round(time.Second), notDone(t, schema, acked))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
