@@ -380,7 +380,7 @@ func TestImportRecordOnly(t *testing.T) {
 	if n := b.schema.Int(t, `SELECT count(*) FROM event_outbox`); n != 0 {
 		t.Errorf("%d outbox rows for recorded-only events", n)
 	}
-	if pending, _, err := b.store.UnsettledEvents(ctx, dedupe.OutboxCursor{}, 0, 100); err != nil || len(pending) != 0 {
+	if pending, _, err := b.store.OutboxPage(ctx, dedupe.OutboxCursor{}, 0, 100); err != nil || len(pending) != 0 {
 		t.Errorf("recovery sees %v (%v)", pending, err)
 	}
 	d, err := b.store.GetEvent(ctx, "src", "r1", dedupe.DestinationView{})

@@ -237,11 +237,14 @@ func BenchmarkRecoveryQueries(b *testing.B) {
 		}
 		var outboxCursor dedupe.OutboxCursor
 		for {
-			evs, next, err := store.UnsettledEvents(ctx, outboxCursor, 2*time.Second, batch)
+			entries, next, err := store.OutboxPage(ctx, outboxCursor, 2*time.Second, batch)
 			if err != nil {
 				b.Fatal(err)
 			}
-			if len(evs) < batch {
+			if _, err := store.UnsettledEvents(ctx, entries); err != nil {
+				b.Fatal(err)
+			}
+			if len(entries) < batch {
 				break
 			}
 			outboxCursor = next

@@ -126,7 +126,7 @@ type StoredEvent struct {
 // input's is another run's: it is neither taken nor reported as this
 // run (the last column says so). A claim that gives an event's last
 // planned destination its run takes the event out of the outbox, so the
-// reconciler's walk (UnsettledEvents) never reads an event its workers
+// reconciler's walk (OutboxPage) never reads an event its workers
 // took in time and only the rest are settled by it (SettleEvents).
 const claimSQL = `
 WITH input AS (

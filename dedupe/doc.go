@@ -57,7 +57,7 @@
 // its call as 'unknown': the destination may have acted on it); a run whose
 // retry_at has passed should have been claimed ([Store.DueRuns]); an event
 // in the outbox has destinations no worker claimed yet
-// ([Store.UnsettledEvents]; [Store.SettleEvents] takes it out once every
+// ([Store.OutboxPage], [Store.UnsettledEvents]; [Store.SettleEvents] takes it out once every
 // destination has a run). The reconciler in package jobs reads these, one
 // process at a time ([Store.WithRecoveryLock]), and makes sure each has a
 // live task in Redis. Every step is a single statement, so a process may

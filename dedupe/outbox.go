@@ -14,7 +14,8 @@ import (
 // the event's last run deletes it (claimSQL), or [Store.SettleEvents] does
 // once the reconciler finds the runs exist. While the row is there, nothing but
 // Postgres vouches for the event's tasks: the reconciler reads the
-// outbox ([Store.UnsettledEvents]) and writes the task of every
+// outbox ([Store.OutboxPage], then [Store.UnsettledEvents] for the events
+// whose tasks Redis does not hold as expected) and writes the task of every
 // destination without a run that Redis does not hold. All SQL on the
 // table is in this file, except the claim's delete and retention's delete
 // of the rows of events it deletes (retainEventsSQL).
@@ -71,50 +72,46 @@ type OutboxCursor struct {
 	ExternalID string
 }
 
-// unsettledSQL reads up to $5 outbox rows older than $1 ms after the
-// cursor ($2, $3, $4), oldest first, each with the destinations that have
-// a first-generation run. The range condition on received_at alone lets
-// the walk use the outbox's received_at index. The event is read once,
-// by key, for all it gives.
-const unsettledSQL = `
-SELECT o.source, o.external_id, o.received_at,
-       ARRAY(SELECT r.destination FROM job_runs r
-             WHERE r.source = o.source AND r.external_id = o.external_id AND r.generation = 1),
-       COALESCE(e.trace_parent, ''), e.event_type, e.plan, o.handed_off
+// OutboxEntry is an outbox row as the walk pages through them: what the
+// row itself says, with nothing looked up about its event.
+type OutboxEntry struct {
+	Source     string
+	ExternalID string
+	// ReceivedAt is when the event was recorded.
+	ReceivedAt time.Time
+	// HandedOff is as in UnsettledEvent.
+	HandedOff bool
+}
+
+// outboxPageSQL reads up to $5 outbox rows older than $1 ms after the
+// cursor ($2, $3, $4), oldest first, and nothing else: under a backlog the
+// walk pages through every queued event each time it starts again, and
+// only the few whose tasks Redis does not hold as expected need their
+// event and runs read (unsettledSQL). The range condition on received_at
+// alone lets the walk use the outbox's received_at index.
+const outboxPageSQL = `
+SELECT o.source, o.external_id, o.received_at, o.handed_off
 FROM event_outbox o
-LEFT JOIN LATERAL (SELECT trace_parent, event_type, plan FROM events
-                   WHERE source = o.source AND external_id = o.external_id OFFSET 0) e ON true
 WHERE o.received_at < now() - $1 * interval '1 millisecond'
   AND o.received_at >= $2
   AND (o.received_at, o.source, o.external_id) > ($2, $3, $4)
 ORDER BY o.received_at, o.source, o.external_id
 LIMIT $5`
 
-// UnsettledEvents returns up to limit events of the outbox recorded more
-// than minAge ago, after the cursor, oldest first, with the destinations
-// that already have a run, and the cursor of the last one (the zero
-// cursor when none came back).
-func (s *Store) UnsettledEvents(ctx context.Context, after OutboxCursor, minAge time.Duration, limit int) ([]UnsettledEvent, OutboxCursor, error) {
-	rows, err := s.pool.Query(ctx, unsettledSQL, minAge.Milliseconds(), after.ReceivedAt, after.Source, after.ExternalID, limit)
+// OutboxPage returns up to limit rows of the outbox recorded more than
+// minAge ago, after the cursor, oldest first, and the cursor of the last
+// one (the zero cursor when none came back).
+func (s *Store) OutboxPage(ctx context.Context, after OutboxCursor, minAge time.Duration, limit int) ([]OutboxEntry, OutboxCursor, error) {
+	rows, err := s.pool.Query(ctx, outboxPageSQL, minAge.Milliseconds(), after.ReceivedAt, after.Source, after.ExternalID, limit)
 	if err != nil {
 		return nil, OutboxCursor{}, fmt.Errorf("error reading the outbox: %w", err)
 	}
-	defer rows.Close()
-	var out []UnsettledEvent
-	for rows.Next() {
-		var (
-			ev  UnsettledEvent
-			typ *string
-		)
-		if err := rows.Scan(&ev.Source, &ev.ExternalID, &ev.ReceivedAt, &ev.Claimed, &ev.TraceParent, &typ, &ev.Plan, &ev.HandedOff); err != nil {
-			return nil, OutboxCursor{}, fmt.Errorf("error reading the outbox: %w", err)
-		}
-		if typ != nil {
-			ev.EventType = *typ
-		}
-		out = append(out, ev)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxEntry, error) {
+		var e OutboxEntry
+		err := row.Scan(&e.Source, &e.ExternalID, &e.ReceivedAt, &e.HandedOff)
+		return e, err
+	})
+	if err != nil {
 		return nil, OutboxCursor{}, fmt.Errorf("error reading the outbox: %w", err)
 	}
 	if len(out) == 0 {
@@ -122,6 +119,54 @@ func (s *Store) UnsettledEvents(ctx context.Context, after OutboxCursor, minAge 
 	}
 	last := out[len(out)-1]
 	return out, OutboxCursor{ReceivedAt: last.ReceivedAt, Source: last.Source, ExternalID: last.ExternalID}, nil
+}
+
+// unsettledSQL reads, for each outbox entry ($1 sources, $2 ids), the
+// destinations that have a first-generation run and what its event says
+// (trace parent, type, plan), in the order given. Each row is found by
+// key, so the plan stays a lookup per entry however the tables grew.
+const unsettledSQL = `
+SELECT ARRAY(SELECT r.destination FROM job_runs r
+             WHERE r.source = k.s AND r.external_id = k.x AND r.generation = 1),
+       COALESCE(e.trace_parent, ''), e.event_type, e.plan
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(s, x, n)
+LEFT JOIN LATERAL (SELECT trace_parent, event_type, plan FROM events
+                   WHERE source = k.s AND external_id = k.x OFFSET 0) e ON true
+ORDER BY k.n`
+
+// UnsettledEvents returns the events of entries (from OutboxPage), in
+// the same order, with the destinations that already have a run and what
+// their hand-off needs.
+func (s *Store) UnsettledEvents(ctx context.Context, entries []OutboxEntry) ([]UnsettledEvent, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	sources, ids := make([]string, len(entries)), make([]string, len(entries))
+	for i, e := range entries {
+		sources[i], ids[i] = e.Source, e.ExternalID
+	}
+	rows, err := s.pool.Query(ctx, unsettledSQL, sources, ids)
+	if err != nil {
+		return nil, fmt.Errorf("error reading the outbox's events: %w", err)
+	}
+	defer rows.Close()
+	out := make([]UnsettledEvent, 0, len(entries))
+	for rows.Next() {
+		e := entries[len(out)]
+		ev := UnsettledEvent{EventRef: EventRef{Source: e.Source, ExternalID: e.ExternalID}, ReceivedAt: e.ReceivedAt, HandedOff: e.HandedOff}
+		var typ *string
+		if err := rows.Scan(&ev.Claimed, &ev.TraceParent, &typ, &ev.Plan); err != nil {
+			return nil, fmt.Errorf("error reading the outbox's events: %w", err)
+		}
+		if typ != nil {
+			ev.EventType = *typ
+		}
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("error reading the outbox's events: %w", err)
+	}
+	return out, nil
 }
 
 // settleSQL deletes the outbox rows of many events at once. Each row is

@@ -43,7 +43,8 @@ func TestRecoveryQueriesReadOnlyUnsettledRows(t *testing.T) {
 		{"due runs", dueRunsSQL, []any{int64(2000), time.Time{}, "", 500},
 			map[string]string{"job_runs": "job_runs_retry_idx"}},
 		// The outbox holds only unsettled events: read whole or by index.
-		{"outbox", unsettledSQL, []any{int64(2000), time.Time{}, "", "", 500},
+		{"outbox", outboxPageSQL, []any{int64(2000), time.Time{}, "", "", 500}, map[string]string{}},
+		{"outbox events", unsettledSQL, []any{[]string{"src", "src"}, []string{"old_100", "old_101"}},
 			map[string]string{"job_runs": "job_runs_event_idx"}},
 	} {
 		plan, nodes := planOf(t, ctx, schema, q.sql, q.args)

@@ -368,9 +368,10 @@ func TestDueRuns(t *testing.T) {
 	}
 }
 
-// TestUnsettledEvents: the outbox walk returns events older than the
-// minimum age with the destinations that already have a run, oldest
-// first, and settling takes them out.
+// TestUnsettledEvents: the outbox walk pages through events older than
+// the minimum age, oldest first; their events come back, in the same
+// order, with the destinations that already have a run; settling takes
+// them out.
 func TestUnsettledEvents(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -387,14 +388,21 @@ func TestUnsettledEvents(t *testing.T) {
 		cursor dedupe.OutboxCursor
 	)
 	for range 5 {
-		evs, next, err := b.store.UnsettledEvents(ctx, cursor, 10*time.Second, 2)
+		entries, next, err := b.store.OutboxPage(ctx, cursor, 10*time.Second, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, ev := range evs {
+		evs, err := b.store.UnsettledEvents(ctx, entries)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, ev := range evs {
+			if ev.ExternalID != entries[i].ExternalID || !ev.ReceivedAt.Equal(entries[i].ReceivedAt) {
+				t.Errorf("event %d is %s at %s, its entry %s at %s", i, ev.ExternalID, ev.ReceivedAt, entries[i].ExternalID, entries[i].ReceivedAt)
+			}
 			got = append(got, fmt.Sprintf("%s%v", ev.ExternalID, ev.Claimed))
 		}
-		if len(evs) < 2 {
+		if len(entries) < 2 {
 			break
 		}
 		cursor = next

@@ -151,6 +151,18 @@ end
 return out
 `)
 
+// taskStatesScript reads the Asynq state of many tasks of one queue,
+// changing nothing: "" for a task Redis does not hold.
+//
+// KEYS[i] is task i's hash.
+var taskStatesScript = redis.NewScript(`
+local out = {}
+for i = 1, #KEYS do
+  out[i] = redis.call("HGET", KEYS[i], "state") or ""
+end
+return out
+`)
+
 // wakeScript makes tasks waiting in the queue's retry zset pending now,
 // as Asynq's runTaskCmd does; a task no longer there is skipped.
 //
@@ -372,6 +384,34 @@ func (e *Enqueuer) ensureTasks(ctx context.Context, reqs []ensureRequest) ([]tas
 			}
 			for j, i := range chunk {
 				out[i] = taskAction(actions[j])
+			}
+		}
+	}
+	return out, nil
+}
+
+// taskStates returns the Asynq state of the task of each id (a job key)
+// in its key's shard, "" for one Redis does not hold: one script call
+// per queue and 500 tasks.
+func (e *Enqueuer) taskStates(ctx context.Context, ids []string) ([]string, error) {
+	out := make([]string, len(ids))
+	for _, group := range byQueue(ids, e.shards.Of) {
+		prefix := asynqQueueKeyPrefix(group.queue)
+		for chunk := range slices.Chunk(group.items, maxTasksPerScript) {
+			keys := make([]string, len(chunk))
+			for j, i := range chunk {
+				keys[j] = prefix + "t:" + ids[i]
+			}
+			res, err := e.runScript(ctx, group.queue, taskStatesScript, keys, nil)
+			if err != nil {
+				return out, fmt.Errorf("error reading %d tasks in queue %s: %w", len(chunk), group.queue, err)
+			}
+			states, err := res.StringSlice()
+			if err != nil || len(states) != len(chunk) {
+				return out, fmt.Errorf("error reading tasks in queue %s: unexpected answer %v", group.queue, res.Val())
+			}
+			for j, i := range chunk {
+				out[i] = states[j]
 			}
 		}
 	}

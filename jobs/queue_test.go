@@ -573,3 +573,80 @@ func TestReconcilerRechecksTheOutboxEveryRecheck(t *testing.T) {
 		t.Fatalf("%d tasks pending after the recheck, want 4", n)
 	}
 }
+
+// lookupCountStore counts the outbox entries whose events the walk reads.
+type lookupCountStore struct {
+	*dedupe.Store
+	read atomic.Int32
+}
+
+func (s *lookupCountStore) UnsettledEvents(ctx context.Context, entries []dedupe.OutboxEntry) ([]dedupe.UnsettledEvent, error) {
+	s.read.Add(int32(len(entries)))
+	return s.Store.UnsettledEvents(ctx, entries)
+}
+
+// TestReconcilerReadsOnlyEventsRedisDoesNotHold: under a backlog the walk
+// pages through every queued event each Recheck; an event whose task
+// Redis holds pending is checked without reading its event or runs
+// (counted as pending all the same), and only one whose task Redis lost
+// is read and written again.
+func TestReconcilerReadsOnlyEventsRedisDoesNotHold(t *testing.T) {
+	t.Parallel()
+	b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: "http://127.0.0.1:1"}})
+	r := redistest.New(t)
+	store := &lookupCountStore{Store: b.store}
+	var (
+		mu  sync.Mutex
+		now = time.Now()
+	)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	reg := prometheus.NewRegistry()
+	rec := jobs.NewReconciler(store, jobs.NewEnqueuer(r.Client, r.Queue, b.routes), jobs.ReconcilerConfig{Interval: time.Second,
+		Recheck: 4 * time.Second, MinAge: time.Millisecond, Logger: testLogger(t), Now: clock, Metrics: jobs.NewMetrics(reg)})
+	pass := func(what string) jobs.PassReport {
+		t.Helper()
+		time.Sleep(5 * time.Millisecond) // MinAge, on Postgres's clock
+		store.read.Store(0)
+		rep, err := rec.Pass(testCtx(t))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return rep
+	}
+	for i := range 4 {
+		b.record(t, fmt.Sprintf("evt_%d", i), body)
+	}
+	if rep := pass("first pass"); rep.Actions["handed_off"] != 4 || store.read.Load() != 4 {
+		t.Fatalf("first pass %+v, %d events read; want 4 tasks handed off, each event read", rep, store.read.Load())
+	}
+	advance(4 * time.Second)
+	if rep := pass("the pass at Recheck"); rep.Checked != 4 || len(rep.Actions) != 0 || store.read.Load() != 0 {
+		t.Fatalf("pass at Recheck %+v, %d events read; want 4 tasks checked, nothing done, no event read", rep, store.read.Load())
+	}
+	if v := metricValue(t, reg, "webhookd_recovery_tasks_total", "action", "pending"); v != 4 {
+		t.Errorf("recovery pending metric %v, want the 4 tasks checked at Recheck", v)
+	}
+
+	// Redis loses one task.
+	var destName string
+	for name := range b.routes["src"] {
+		destName = name
+	}
+	lost := jobs.Key("src", destName, "evt_2", 1)
+	prefix := "asynq:{" + r.Queue + "}:"
+	if err := r.Client.Del(testCtx(t), prefix+"t:"+lost).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Client.LRem(testCtx(t), prefix+"pending", 0, lost).Err(); err != nil {
+		t.Fatal(err)
+	}
+	advance(4 * time.Second)
+	// (handed_off: the relay did not write these tasks, the first pass did.)
+	if rep := pass("the next pass at Recheck"); rep.Checked != 4 || rep.Actions["handed_off"] != 1 || store.read.Load() != 1 {
+		t.Fatalf("next pass at Recheck %+v, %d events read; want 4 checked, the lost one read and written again", rep, store.read.Load())
+	}
+	if n := r.Client.LLen(testCtx(t), prefix+"pending").Val(); n != 4 {
+		t.Fatalf("%d tasks pending, want 4", n)
+	}
+}

@@ -19,7 +19,8 @@ type reconcileStore interface {
 	WithRecoveryLock(ctx context.Context, hold time.Duration, pass func(context.Context) error) error
 	SweepExpired(ctx context.Context, limit int) ([]dedupe.UnsettledRun, error)
 	DueRuns(ctx context.Context, after dedupe.RunCursor, slack time.Duration, limit int) ([]dedupe.UnsettledRun, dedupe.RunCursor, error)
-	UnsettledEvents(ctx context.Context, after dedupe.OutboxCursor, minAge time.Duration, limit int) ([]dedupe.UnsettledEvent, dedupe.OutboxCursor, error)
+	OutboxPage(ctx context.Context, after dedupe.OutboxCursor, minAge time.Duration, limit int) ([]dedupe.OutboxEntry, dedupe.OutboxCursor, error)
+	UnsettledEvents(ctx context.Context, entries []dedupe.OutboxEntry) ([]dedupe.UnsettledEvent, error)
 	SettleEvents(ctx context.Context, refs []dedupe.EventRef) error
 	SetPlans(ctx context.Context, refs []dedupe.EventRef) error
 	PendingCount(ctx context.Context, sources []string) (int64, error)
@@ -330,22 +331,27 @@ func (r *Reconciler) outbox(ctx context.Context, rep *PassReport, deadline time.
 		}
 	}()
 	for {
-		events, next, err := r.store.UnsettledEvents(ctx, r.outboxCursor, r.cfg.MinAge, r.cfg.BatchSize)
+		entries, next, err := r.store.OutboxPage(ctx, r.outboxCursor, r.cfg.MinAge, r.cfg.BatchSize)
 		if err != nil {
 			return err
 		}
 		orphanedBefore := r.cfg.Now().Add(-r.cfg.Orphaned)
+		routes := r.enqueuer.routes.Load()
+		unsure, skipped, err := r.unsure(ctx, rep, routes, entries, orphanedBefore)
+		if err != nil {
+			return err
+		}
+		unrouted += skipped
+		events, err := r.store.UnsettledEvents(ctx, unsure)
+		if err != nil {
+			return err
+		}
 		var (
 			settled, planned []dedupe.EventRef
 			tasks            []pendingTask
 		)
-		routes := r.enqueuer.routes.Load()
 		for _, ev := range events {
-			dests, ok := routes[ev.Source]
-			if !ok {
-				unrouted++
-				continue
-			}
+			dests := routes[ev.Source]
 			if ev.Plan == nil {
 				// Recorded before plans were kept: planned now, once.
 				ev.Plan = routes.Plan(ev.Source, ev.EventType)
@@ -380,9 +386,9 @@ func (r *Reconciler) outbox(ctx context.Context, rep *PassReport, deadline time.
 			return err
 		}
 		rep.Settled += len(settled)
-		if len(events) < r.cfg.BatchSize {
+		if len(entries) < r.cfg.BatchSize {
 			// Caught up: the next pass goes on from the newest event read.
-			if len(events) > 0 {
+			if len(entries) > 0 {
 				r.outboxCursor = next
 			}
 			r.outboxCaughtUp = true
@@ -393,6 +399,73 @@ func (r *Reconciler) outbox(ctx context.Context, rep *PassReport, deadline time.
 			return nil
 		}
 	}
+}
+
+// unsure returns the outbox entries the walk must look at closely: those
+// whose tasks Redis does not all hold as expected. An entry's tasks are
+// those of every destination its source has now (its event's plan, not
+// read yet, is at most those). When Redis holds each of them pending,
+// waiting for its time, or active while a live worker may hold it (the
+// event is younger than Orphaned), nothing would be written, rescued or
+// settled for the entry, so its event and runs are not read: under a
+// backlog that is almost every entry, each time the walk starts again.
+// Any other entry (a task missing, archived or completed, or held past
+// Orphaned; a destination the event is not planned for, whose task never
+// exists) is looked at as before: its runs and plan decide. Entries of
+// sources not configured are left out and counted (skipped).
+func (r *Reconciler) unsure(ctx context.Context, rep *PassReport, routes Routes, entries []dedupe.OutboxEntry, orphanedBefore time.Time) (unsure []dedupe.OutboxEntry, skipped int, err error) {
+	var ids []string
+	for _, e := range entries {
+		for name := range routes[e.Source] {
+			ids = append(ids, Key(e.Source, name, e.ExternalID, 1))
+		}
+	}
+	states, err := r.enqueuer.taskStates(ctx, ids)
+	if err != nil {
+		return nil, 0, err
+	}
+	i := 0
+	for _, e := range entries {
+		dests, ok := routes[e.Source]
+		if !ok {
+			skipped++
+			continue
+		}
+		found := make([]taskAction, 0, len(dests))
+		for range dests {
+			if a := quietState(states[i], e.ReceivedAt.Before(orphanedBefore)); a != "" {
+				found = append(found, a)
+			}
+			i++
+		}
+		if len(found) < len(dests) {
+			unsure = append(unsure, e)
+			continue
+		}
+		for _, a := range found {
+			rep.Checked++
+			r.cfg.Metrics.taskAction(string(a))
+		}
+	}
+	return unsure, skipped, nil
+}
+
+// quietState is what ensureScript would report, changing nothing, for a
+// task in Asynq state (as taskStates reads it), or "" when it would act
+// or cannot tell without Postgres. orphaned says an active task may be
+// held by a dead worker.
+func quietState(state string, orphaned bool) taskAction {
+	switch state {
+	case "pending", "aggregating":
+		return taskPending
+	case "retry", "scheduled":
+		return taskWaiting
+	case "active":
+		if !orphaned {
+			return taskActive
+		}
+	}
+	return ""
 }
 
 // pendingTask is a task recovery makes sure is live: rescue when no
