@@ -650,3 +650,38 @@ func TestReconcilerReadsOnlyEventsRedisDoesNotHold(t *testing.T) {
 		t.Fatalf("%d tasks pending, want 4", n)
 	}
 }
+
+// orderWaitCountStore counts the reconciler's counts of runs held by
+// order.
+type orderWaitCountStore struct {
+	*dedupe.Store
+	asked atomic.Int32
+}
+
+func (s *orderWaitCountStore) OrderWaits(ctx context.Context) ([]dedupe.OrderWait, error) {
+	s.asked.Add(1)
+	return s.Store.OrderWaits(ctx)
+}
+
+// TestOrderWaitsAskedOnlyWithFIFO: the count of runs held by order reads
+// every running run each pass; with no fifo destination none can be held
+// so, and it is not asked.
+func TestOrderWaitsAskedOnlyWithFIFO(t *testing.T) {
+	t.Parallel()
+	for _, fifo := range []bool{false, true} {
+		b := setup(t, handlerOptions{dest: jobs.DestinationSpec{URL: "http://127.0.0.1:9/dst"}})
+		d := b.routes["src"]["dst"]
+		d.Order.FIFO = fifo
+		b.routes["src"]["dst"] = d
+		r := redistest.New(t)
+		store := &orderWaitCountStore{Store: b.store}
+		rec := jobs.NewReconciler(store, jobs.NewEnqueuer(r.Client, r.Queue, b.routes), jobs.ReconcilerConfig{Interval: 10 * time.Millisecond,
+			MinAge: time.Hour, Logger: testLogger(t)})
+		ctx, cancel := context.WithTimeout(testCtx(t), 200*time.Millisecond)
+		rec.Run(ctx)
+		cancel()
+		if n := store.asked.Load(); (n > 0) != fifo {
+			t.Errorf("fifo %v: the order waits asked %d times", fifo, n)
+		}
+	}
+}

@@ -196,9 +196,22 @@ func (r *Reconciler) Run(ctx context.Context) {
 			r.cfg.Logger.WarnContext(ctx, "recovery pass failed; the next pass tries again", slog.String("error", err.Error()))
 		}
 		r.countBacklog(ctx)
-		if waits, err := r.store.OrderWaits(ctx); err == nil {
-			r.cfg.Metrics.orderWaits(r.enqueuer.routes.Load(), waits)
-		}
+		r.countOrderWaits(ctx)
+	}
+}
+
+// countOrderWaits sets the gauges of runs held behind an earlier event of
+// their entity. Only fifo order holds runs so, and the count reads every
+// running run (dead index entries of finished ones included until vacuum
+// passes), so with no fifo destination configured it is not asked.
+func (r *Reconciler) countOrderWaits(ctx context.Context) {
+	routes := r.enqueuer.routes.Load()
+	if !routes.anyFIFO() {
+		r.cfg.Metrics.orderWaits(routes, nil)
+		return
+	}
+	if waits, err := r.store.OrderWaits(ctx); err == nil {
+		r.cfg.Metrics.orderWaits(routes, waits)
 	}
 }
 

@@ -11,6 +11,19 @@ import (
 // Routes maps a source name to its destinations by name.
 type Routes map[string]map[string]Destination
 
+// anyFIFO reports whether some destination calls its entities' events in
+// order, one at a time (order mode fifo).
+func (r Routes) anyFIFO() bool {
+	for _, dests := range r {
+		for _, d := range dests {
+			if d.Order.FIFO {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Plan is the one answer to "which destinations want this event": the
 // names, sorted, of source's destinations whose filter wants an event of
 // eventType. Ingest, the hand-off, recovery and replay all ask it; a
