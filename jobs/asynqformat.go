@@ -374,13 +374,9 @@ func (e *Enqueuer) ensureTasks(ctx context.Context, reqs []ensureRequest) ([]tas
 				}
 				args = append(args, r.task.id, encodeTask(r.task), rescue, strconv.FormatInt(r.takeAfter.Unix(), 10))
 			}
-			res, err := e.runScript(ctx, group.queue, ensureScript, keys, args)
+			actions, err := e.runScriptPerTask(ctx, group.queue, ensureScript, keys, args, len(chunk))
 			if err != nil {
 				return out, fmt.Errorf("error checking %d tasks in queue %s: %w", len(chunk), group.queue, err)
-			}
-			actions, err := res.StringSlice()
-			if err != nil || len(actions) != len(chunk) {
-				return out, fmt.Errorf("error checking tasks in queue %s: unexpected answer %v", group.queue, res.Val())
 			}
 			for j, i := range chunk {
 				out[i] = taskAction(actions[j])
@@ -402,13 +398,9 @@ func (e *Enqueuer) taskStates(ctx context.Context, ids []string) ([]string, erro
 			for j, i := range chunk {
 				keys[j] = prefix + "t:" + ids[i]
 			}
-			res, err := e.runScript(ctx, group.queue, taskStatesScript, keys, nil)
+			states, err := e.runScriptPerTask(ctx, group.queue, taskStatesScript, keys, nil, len(chunk))
 			if err != nil {
 				return out, fmt.Errorf("error reading %d tasks in queue %s: %w", len(chunk), group.queue, err)
-			}
-			states, err := res.StringSlice()
-			if err != nil || len(states) != len(chunk) {
-				return out, fmt.Errorf("error reading tasks in queue %s: unexpected answer %v", group.queue, res.Val())
 			}
 			for j, i := range chunk {
 				out[i] = states[j]
@@ -416,6 +408,20 @@ func (e *Enqueuer) taskStates(ctx context.Context, ids []string) ([]string, erro
 		}
 	}
 	return out, nil
+}
+
+// runScriptPerTask runs a script that answers one string per task of
+// the call (tasks of them) and returns the answers.
+func (e *Enqueuer) runScriptPerTask(ctx context.Context, queue string, script *redis.Script, keys []string, args []any, tasks int) ([]string, error) {
+	res, err := e.runScript(ctx, queue, script, keys, args)
+	if err != nil {
+		return nil, err
+	}
+	answers, err := res.StringSlice()
+	if err != nil || len(answers) != tasks {
+		return nil, fmt.Errorf("unexpected answer %v", res.Val())
+	}
+	return answers, nil
 }
 
 // runScript runs script on queue's keys once, with the queue registered
