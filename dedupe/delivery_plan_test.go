@@ -107,8 +107,10 @@ func TestDeliveryStatementsFindRowsByKey(t *testing.T) {
 				 SELECT 'src', 'old_' || g, '{}', '{dst}', 'e' || g % 100 FROM generate_series(`+strconv.Itoa(from)+`, `+strconv.Itoa(to)+`) g`,
 				`INSERT INTO job_runs (key, source, external_id, destination, status, calls, attempts, max_attempts, completed_at)
 				 SELECT 'src:dst:old_' || g, 'src', 'old_' || g, 'dst', 'done', 1, 0, 5, now() FROM generate_series(`+strconv.Itoa(from)+`, `+strconv.Itoa(to)+`) g`,
-				`INSERT INTO event_outbox (source, external_id)
-				 SELECT 'src', 'old_' || g FROM generate_series(`+strconv.Itoa(from)+`, `+strconv.Itoa(to)+`) g`,
+				// A backlog recorded over time, oldest first (one statement's
+				// rows would share one now(), which no backlog does).
+				`INSERT INTO event_outbox (source, external_id, received_at)
+				 SELECT 'src', 'old_' || g, now() - interval '1 hour' + g * interval '1 millisecond' FROM generate_series(`+strconv.Itoa(from)+`, `+strconv.Itoa(to)+`) g`,
 				`INSERT INTO delivery_attempts (key, call, succeeded, duration_ms, state, outcome)
 				 SELECT 'src:dst:old_' || g, 1, true, 1, 'finished', 'done' FROM generate_series(`+strconv.Itoa(from)+`, `+strconv.Itoa(to)+`) g`)
 		}
