@@ -80,8 +80,8 @@ func traceParentSQL(source, externalID string) string {
 }
 
 // sweepSQL turns running runs whose lease has passed into failed runs
-// with attempts + 1 and their retry due now, or dead ones once attempts
-// reach max_attempts, and logs their claimed call as 'unknown': the
+// with attempts + 1 (a held run: attempts kept) and their retry due now,
+// or dead ones once attempts reach max_attempts, and logs their claimed call as 'unknown': the
 // worker died (or outlived its lease) between its claim and storing the
 // call's outcome, so the destination may have acted on it. The claim
 // writes no row for its call (claimSQL): a run swept while in its call
@@ -98,12 +98,18 @@ WITH expired AS MATERIALIZED (
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 ), swept AS (
+    -- A run held (held_until set: waiting for its entity's order, a
+    -- destination's Retry-After, a rate) was not in a call: its lease
+    -- passing (its task slow to come back through a long queue) is no
+    -- attempt, and counting it made a long-held fifo event dead after
+    -- fewer than max_attempts tries. It is made due now, attempts kept.
     UPDATE job_runs r SET
-        attempts = r.attempts + 1,
-        status = CASE WHEN r.attempts + 1 >= r.max_attempts THEN 'dead' ELSE 'failed' END,
-        completed_at = CASE WHEN r.attempts + 1 >= r.max_attempts THEN now() END,
-        retry_at = CASE WHEN r.attempts + 1 >= r.max_attempts THEN NULL ELSE now() END,
-        last_error = 'lease expired: the worker stopped without finishing',
+        attempts = r.attempts + CASE WHEN r.held_until IS NULL THEN 1 ELSE 0 END,
+        status = CASE WHEN r.held_until IS NULL AND r.attempts + 1 >= r.max_attempts THEN 'dead' ELSE 'failed' END,
+        completed_at = CASE WHEN r.held_until IS NULL AND r.attempts + 1 >= r.max_attempts THEN now() END,
+        retry_at = CASE WHEN r.held_until IS NULL AND r.attempts + 1 >= r.max_attempts THEN NULL ELSE now() END,
+        last_error = CASE WHEN r.held_until IS NULL THEN 'lease expired: the worker stopped without finishing'
+                          ELSE 'lease expired while held (not an attempt): tried again now' END,
         lease_until = NULL,
         held_until = NULL
     WHERE r.key IN (SELECT key FROM expired)

@@ -53,6 +53,35 @@ func TestSweepExpired(t *testing.T) {
 		}
 	})
 
+	// A held run (fifo order, a destination's Retry-After) whose lease
+	// passes while its task waits in a long queue made no call: it is
+	// made due again, not counted as an attempt, and never made dead so.
+	t.Run("HeldRunIsNoAttempt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for _, id := range []string{"held", "in_call"} {
+			b.recordEvent(t, id)
+		}
+		mustClaim(t, b, claimReq("held", 2, time.Minute), dedupe.Claimed)
+		mustClaim(t, b, claimReq("in_call", 2, time.Minute), dedupe.Claimed)
+		b.exec(t, `UPDATE job_runs SET attempts = 1, lease_until = now() - interval '1 second' WHERE key IN ('src:dst:held', 'src:dst:in_call')`)
+		b.exec(t, `UPDATE job_runs SET held_until = now() + interval '1 second', hold_reason = 'order: waiting behind e0' WHERE key = 'src:dst:held'`)
+		swept, err := b.store.SweepExpired(testCtx(t), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]dedupe.UnsettledRun{}
+		for _, r := range swept {
+			got[r.Key] = r
+		}
+		if r := got["src:dst:held"]; r.Status != dedupe.StatusFailed || r.Attempts != 1 {
+			t.Errorf("held run swept as %+v, want failed (due again) with its 1 attempt", r)
+		}
+		if r := got["src:dst:in_call"]; r.Status != dedupe.StatusDead || r.Attempts != 2 {
+			t.Errorf("run in its call swept as %+v, want dead at its 2nd attempt", r)
+		}
+	})
+
 	t.Run("BoundedBatches", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

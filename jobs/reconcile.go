@@ -281,7 +281,7 @@ func (r *Reconciler) sweep(ctx context.Context, rep *PassReport) error {
 				r.traceRecovery(r.runTask(run, true), "lease passed", "dead")
 				continue
 			}
-			log.WarnContext(ctx, "run's lease passed: its worker stopped without finishing; retrying with the same key")
+			log.WarnContext(ctx, "run's lease passed: its worker stopped without finishing, or it waited held longer than its lease; retrying with the same key")
 			r.traceRecovery(r.runTask(run, true), "lease passed", "failed")
 			retry = append(retry, r.runTask(run, true))
 		}
