@@ -51,18 +51,23 @@ func TestRateLimitWindow(t *testing.T) {
 		times = append(times, c.At)
 	}
 	slices.SortFunc(times, func(x, y time.Time) int { return x.Compare(y) })
+	// The sink sees when calls arrive, not when the limiter let them go:
+	// on a loaded machine one call can arrive a few hundred ms late and
+	// bunch with the next, so the window allows 150 ms of that jitter.
+	// Twice the rate still shows: 7 calls in any such window.
+	const window = time.Second - 150*time.Millisecond
 	most := 0
 	for i := range times {
 		in := 0
 		for _, tm := range times[i:] {
-			if tm.Sub(times[i]) <= time.Second {
+			if tm.Sub(times[i]) <= window {
 				in++
 			}
 		}
 		most = max(most, in)
 	}
 	if most > 5 {
-		t.Errorf("a one-second window held %d calls, want at most 5 (4/s + 1)", most)
+		t.Errorf("a %s window held %d calls, want at most 5 (4/s + 1)", window, most)
 	}
 	// The rate is kept, not undercut: 19 intervals of 250ms, give or
 	// take the calls' own jitter and the holds' return (a loaded
@@ -71,5 +76,5 @@ func TestRateLimitWindow(t *testing.T) {
 	if took, want := times[n-1].Sub(times[0]), time.Duration(n-1)*250*time.Millisecond; took < want-200*time.Millisecond || took > 2*want {
 		t.Errorf("%d calls took %s, want about %s at 4/s", n, took, want)
 	}
-	t.Logf("%d calls in %s; the busiest second held %d", n, times[n-1].Sub(times[0]).Round(time.Millisecond), most)
+	t.Logf("%d calls in %s; the busiest %s held %d", n, times[n-1].Sub(times[0]).Round(time.Millisecond), window, most)
 }
