@@ -26,14 +26,7 @@ func TestSweepExpired(t *testing.T) {
 		mustClaim(t, b, claimReq("last_try", 1, time.Minute), dedupe.Claimed)
 		b.exec(t, `UPDATE job_runs SET lease_until = now() - interval '1 second' WHERE key IN ('src:dst:expired', 'src:dst:last_try')`)
 
-		swept, err := b.store.SweepExpired(testCtx(t), 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]dedupe.UnsettledRun{}
-		for _, r := range swept {
-			got[r.Key] = r
-		}
+		swept, got := sweepByKey(t, b)
 		if len(got) != 2 || got["src:dst:expired"].Status != dedupe.StatusFailed || got["src:dst:last_try"].Status != dedupe.StatusDead {
 			t.Fatalf("swept %+v, want expired→failed and last_try→dead", swept)
 		}
@@ -66,14 +59,7 @@ func TestSweepExpired(t *testing.T) {
 		mustClaim(t, b, claimReq("in_call", 2, time.Minute), dedupe.Claimed)
 		b.exec(t, `UPDATE job_runs SET attempts = 1, lease_until = now() - interval '1 second' WHERE key IN ('src:dst:held', 'src:dst:in_call')`)
 		b.exec(t, `UPDATE job_runs SET held_until = now() + interval '1 second', hold_reason = 'order: waiting behind e0' WHERE key = 'src:dst:held'`)
-		swept, err := b.store.SweepExpired(testCtx(t), 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]dedupe.UnsettledRun{}
-		for _, r := range swept {
-			got[r.Key] = r
-		}
+		_, got := sweepByKey(t, b)
 		if r := got["src:dst:held"]; r.Status != dedupe.StatusFailed || r.Attempts != 1 {
 			t.Errorf("held run swept as %+v, want failed (due again) with its 1 attempt", r)
 		}
@@ -395,6 +381,21 @@ func TestDueRuns(t *testing.T) {
 	if got := fmt.Sprint(seen); got != "[a/failed b/running c/failed]" {
 		t.Fatalf("due runs %s, want [a/failed b/running c/failed]", got)
 	}
+}
+
+// sweepByKey runs one sweep of up to 10 runs and returns what it swept,
+// also by key.
+func sweepByKey(t *testing.T, b *bundle) ([]dedupe.UnsettledRun, map[string]dedupe.UnsettledRun) {
+	t.Helper()
+	swept, err := b.store.SweepExpired(testCtx(t), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]dedupe.UnsettledRun{}
+	for _, r := range swept {
+		got[r.Key] = r
+	}
+	return swept, got
 }
 
 // TestUnsettledEvents: the outbox walk pages through events older than
