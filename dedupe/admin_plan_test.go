@@ -40,7 +40,15 @@ func TestAdminQueriesStayBoundedOnALargeTable(t *testing.T) {
         FROM events e`)
 	execSQL(t, ctx, schema, `INSERT INTO delivery_attempts (key, call, succeeded, duration_ms, created_at) SELECT key, 1, status = 'done', 3, created_at FROM job_runs`)
 	execSQL(t, ctx, schema, `DELETE FROM event_outbox WHERE external_id NOT LIKE 'evt_1_'`)
+	// A batch of old events that retention deleted after the last
+	// ANALYZE: the statistics still hold 20,000 ids starting evt_12345
+	// (11 remain), as after any purge until autovacuum analyzes again.
+	execSQL(t, ctx, schema, `ALTER TABLE events SET (autovacuum_enabled = off)`)
+	execSQL(t, ctx, schema, `INSERT INTO events (source, external_id, payload, received_at, last_received_at)
+        SELECT 'purged', 'evt_12345_' || g, '{}', now() - interval '90 days', now() - interval '90 days' FROM generate_series(1, 20000) g`)
 	execSQL(t, ctx, schema, `ANALYZE events, job_runs, delivery_attempts, event_outbox`)
+	execSQL(t, ctx, schema, `DELETE FROM events WHERE source = 'purged'`)
+	execSQL(t, ctx, schema, `VACUUM events`)
 
 	deep := &position{keyset: keyset{at: time.Now().Add(-150000 * 13 * time.Second), source: "src2", externalID: "evt_150000"}}
 	deepNewer := &position{keyset: deep.keyset, newer: true}
@@ -64,6 +72,18 @@ func TestAdminQueriesStayBoundedOnALargeTable(t *testing.T) {
 		if f.postFiltered() {
 			budget = scanBudget(limit)
 		}
+		if f.IDPrefix != "" && !f.InPayload {
+			stmts = append(stmts, statement{"ids by prefix " + name, prefixIDsSQL, []any{likeEscape(f.IDPrefix) + "%", prefixIDsCap + 1}, prefixIDsCap + 1})
+			tx, err := schema.Pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err = withPrefixIDs(ctx, tx, f)
+			_ = tx.Rollback(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
 		q := newEventQuery(f, after)
 		stmts = append(stmts, statement{"list " + name, q.listSQL(f, budget, limit+1), q.args, budget})
 		if f.postFiltered() {
@@ -85,6 +105,7 @@ func TestAdminQueriesStayBoundedOnALargeTable(t *testing.T) {
 	list("newer from a deep cursor", EventFilter{}, deepNewer, 50)
 	list("newer from a deep cursor in a source", EventFilter{Source: "src2", State: "failed"}, deepNewer, 50)
 	list("an id prefix", EventFilter{IDPrefix: "evt_12345"}, nil, 50)
+	list("an id prefix most events have", EventFilter{IDPrefix: "evt_1"}, nil, 50)
 	list("a run status", EventFilter{Status: "failed"}, nil, 50)
 	list("an exact id in a source", EventFilter{Source: "src1", IDPrefix: "evt_50001"}, nil, 50)
 	list("a type", EventFilter{Type: "invoice.*"}, nil, 50)

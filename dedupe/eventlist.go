@@ -64,6 +64,10 @@ type EventFilter struct {
 	Cursor string
 	// Limit caps the page. Defaults to 50; at most 1000.
 	Limit int
+
+	// prefixIDs, when not nil, are all the ids IDPrefix keeps
+	// (withPrefixIDs).
+	prefixIDs []string
 }
 
 // postFiltered reports whether f has conditions no index holds (state,
@@ -189,6 +193,8 @@ func newEventQuery(f EventFilter, after *position) *eventQuery {
 	case f.IDPrefix != "" && f.InPayload:
 		q.where = append(q.where, "(e.external_id LIKE "+q.arg(likeEscape(f.IDPrefix)+"%")+
 			" OR position("+q.arg([]byte(f.IDPrefix))+"::bytea IN e.payload) > 0)")
+	case f.prefixIDs != nil:
+		q.where = append(q.where, "e.external_id = ANY("+q.arg(f.prefixIDs)+"::text[])")
 	case f.IDPrefix != "":
 		// text_pattern_ops: a LIKE with a fixed prefix is an index range.
 		q.where = append(q.where, "e.external_id LIKE "+q.arg(likeEscape(f.IDPrefix)+"%"))
@@ -211,6 +217,42 @@ func newEventQuery(f EventFilter, after *position) *eventQuery {
 		q.where = append(q.where, "e.received_at "+cmp+"= "+at, "(e.received_at, e.source, e.external_id) "+cmp+" ("+at+", "+src+", "+id+")")
 	}
 	return q
+}
+
+// prefixIDsCap is the most ids an id prefix is looked up by: a prefix
+// kept by more events is walked newest first, where it soon meets them.
+const prefixIDsCap = 1000
+
+// prefixIDsSQL reads the ids starting with a LIKE prefix ($1), at most $2,
+// in the order of events_external_id_pattern_idx (operator ~<~), which
+// makes reading that index's range and stopping the plan whatever the
+// planner estimates the prefix keeps.
+const prefixIDsSQL = `SELECT external_id FROM events WHERE external_id LIKE $1 ORDER BY external_id USING ~<~ LIMIT $2`
+
+// withPrefixIDs returns f with the ids its IDPrefix keeps, when they are
+// at most prefixIDsCap. A listing by prefix ordered newest first left the
+// planner a choice on its estimate of how many events the prefix keeps:
+// read the prefix's range of the id index and sort, or walk the time
+// index and filter. A sampling that overestimated a rare prefix made it
+// walk, reading every event of the table; looked up by id, the listing
+// reads the prefix's events only.
+func withPrefixIDs(ctx context.Context, tx pgx.Tx, f EventFilter) (EventFilter, error) {
+	if f.IDPrefix == "" || f.InPayload {
+		return f, nil
+	}
+	rows, err := tx.Query(ctx, prefixIDsSQL, likeEscape(f.IDPrefix)+"%", prefixIDsCap+1)
+	if err != nil {
+		return f, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return f, fmt.Errorf("error reading ids by prefix: %w", err)
+	}
+	if len(ids) <= prefixIDsCap {
+		// Sorted: one id in several sources is looked up once.
+		f.prefixIDs = append([]string{}, slices.Compact(ids)...)
+	}
+	return f, nil
 }
 
 // likeEscape escapes LIKE's wildcards (and its escape character) in s.
@@ -336,6 +378,10 @@ func (s *Store) ListEvents(ctx context.Context, f EventFilter) (EventPage, error
 	var page EventPage
 	err := s.adminTx(ctx, false, func(tx pgx.Tx) error {
 		page = EventPage{}
+		f, err := withPrefixIDs(ctx, tx, f)
+		if err != nil {
+			return err
+		}
 		q := newEventQuery(f, after)
 		rows, err := tx.Query(ctx, q.listSQL(f, budget, limit+1), q.args...)
 		if err != nil {
@@ -425,6 +471,10 @@ func (s *Store) CountEvents(ctx context.Context, f EventFilter) (EventCount, err
 		c        EventCount
 	)
 	err := s.adminTx(ctx, false, func(tx pgx.Tx) error {
+		f, err := withPrefixIDs(ctx, tx, f)
+		if err != nil {
+			return err
+		}
 		q := newEventQuery(f, nil)
 		return tx.QueryRow(ctx, q.countSQL(f, countCap), q.args...).Scan(&examined, &c.Matched)
 	})
