@@ -209,8 +209,8 @@ func TestFIFOHoldOnFailure(t *testing.T) {
 // TestFIFOSkip: with on_failure hold, an event whose run is dead holds
 // its entity's later events and no other entity's; an operator's skip
 // (POST /admin/events/:source/:id/skip) is recorded on the run and lets
-// the entity go on, its later events called in order, the dead one
-// never delivered.
+// the entity go on at once (its next event woken, not polled), its later
+// events called in order, the dead one never delivered.
 func TestFIFOSkip(t *testing.T) {
 	t.Parallel()
 	sink := newEntitySink(t, func(id string, _ int) int {
@@ -327,9 +327,16 @@ func TestFIFOSkip(t *testing.T) {
 	if code, b := post("/admin/events/stripe/evt_c1_0/skip", `{"destination":"ledger","reason":"x"}`); code != http.StatusConflict {
 		t.Errorf("a skip of a done run answered %d %s, want 409", code, b)
 	}
+	skipped := time.Now()
 	code, b := post("/admin/events/stripe/evt_c0_1/skip", `{"destination":"ledger","by":"ops","reason":"customer deleted upstream"}`)
 	if code != http.StatusOK || !strings.Contains(b, `"action":"skipped"`) {
 		t.Fatalf("skip answered %d %s, want 200 skipped", code, b)
+	}
+	pipelinetest.Eventually(t, 30*time.Second, "cus_c0's next event delivered", func() bool { return sink.delivered() == 11 })
+	// Woken by the skip (about 0.1 s here), not at its next poll (up
+	// to fifoPoll, 2 s, after it).
+	if d := time.Since(skipped); d > time.Second {
+		t.Errorf("cus_c0's next event delivered %s after the skip, want it woken by the skip", d)
 	}
 	pipelinetest.Eventually(t, 30*time.Second, "cus_c0 delivered past the skipped event", func() bool { return sink.delivered() == 12 })
 	pipelinetest.Eventually(t, 5*time.Second, "the order metrics at zero", func() bool {

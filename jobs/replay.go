@@ -65,6 +65,7 @@ type runOpener interface {
 	OpenFirstRun(ctx context.Context, r dedupe.FirstRun) (dedupe.Run, bool, error)
 	NewGeneration(ctx context.Context, g dedupe.NewGeneration) (dedupe.Run, error)
 	SkipRun(ctx context.Context, key, by, reason string) (dedupe.Run, bool, error)
+	ReleaseBehind(ctx context.Context, source, destination, entity, externalID string) ([]string, error)
 }
 
 // replayStore is what a Replayer needs from dedupe.Store.
@@ -73,10 +74,11 @@ type replayStore interface {
 	runOpener
 }
 
-// requeuer puts a key's task on the queue so that it runs; *Enqueuer
-// satisfies it.
+// requeuer puts a key's task on the queue so that it runs, or wakes the
+// waiting tasks of keys (a skip's successors); *Enqueuer satisfies it.
 type requeuer interface {
 	Requeue(ctx context.Context, p DeliverPayload) error
+	WakeKeys(ctx context.Context, keys []string) (int, error)
 }
 
 // ReplayerConfig configures a Replayer.

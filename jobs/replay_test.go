@@ -21,6 +21,10 @@ func (lostQueue) Requeue(context.Context, jobs.DeliverPayload) error {
 	return errors.New("redis: connection refused")
 }
 
+func (lostQueue) WakeKeys(context.Context, []string) (int, error) {
+	return 0, errors.New("redis: connection refused")
+}
+
 // TestReplayerRules drives the replay rules on real Postgres and Redis,
 // without HTTP: per destination, no run → first run enqueued (only the
 // destinations whose filter wants the type, unless one is named); done →

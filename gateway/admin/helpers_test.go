@@ -162,6 +162,8 @@ type lostRequeues struct{}
 
 func (lostRequeues) Requeue(context.Context, jobs.DeliverPayload) error { return nil }
 
+func (lostRequeues) WakeKeys(context.Context, []string) (int, error) { return 0, nil }
+
 // testToken is the admin token of a bundle that names none.
 const testToken = "admin-test-token-0123456789"
 
@@ -207,6 +209,7 @@ func setup(t *testing.T, o options) *bundle {
 	}
 	var queue interface {
 		Requeue(context.Context, jobs.DeliverPayload) error
+		WakeKeys(context.Context, []string) (int, error)
 	} = p.Enqueuer
 	if o.loseRequeues {
 		queue = lostRequeues{}
