@@ -200,7 +200,7 @@ func (s *Store) SettleEvents(ctx context.Context, refs []EventRef) error {
 	for i, r := range refs {
 		sources[i], ids[i] = r.Source, r.ExternalID
 	}
-	if _, err := s.pool.Exec(ctx, settleSQL, pgx.QueryExecModeCacheDescribe, sources, ids); err != nil {
+	if _, err := s.pool.Exec(ctx, settleSQL, plannedEachRun, sources, ids); err != nil {
 		return fmt.Errorf("error settling events: %w", err)
 	}
 	return nil
@@ -271,7 +271,7 @@ func (s *Store) MarkHandedOff(ctx context.Context, refs []EventRef) error {
 	for i, r := range refs {
 		sources[i], ids[i] = r.Source, r.ExternalID
 	}
-	if _, err := s.pool.Exec(ctx, markHandedOffSQL, pgx.QueryExecModeCacheDescribe, sources, ids); err != nil {
+	if _, err := s.pool.Exec(ctx, markHandedOffSQL, plannedEachRun, sources, ids); err != nil {
 		return fmt.Errorf("error marking events handed off: %w", err)
 	}
 	return nil

@@ -220,7 +220,7 @@ func (s *Store) retain(ctx context.Context, conn *pgxpool.Conn, opts RetentionOp
 func deleteBatch(ctx context.Context, conn *pgxpool.Conn, sql string, cutoff time.Time, opts RetentionOptions) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.StatementTimeout)
 	defer cancel()
-	tag, err := conn.Exec(ctx, sql, pgx.QueryExecModeCacheDescribe, cutoff, opts.BatchSize)
+	tag, err := conn.Exec(ctx, sql, plannedEachRun, cutoff, opts.BatchSize)
 	if err != nil {
 		return 0, err
 	}

@@ -9,6 +9,18 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// plannedEachRun, given as a statement's first argument, has Postgres plan
+// the statement for the tables as they are at every run: pgx otherwise
+// keeps it prepared on its connection, where after five runs Postgres
+// keeps one generic plan, made for the tables' size then, until the
+// tables are analyzed again. A plan made while a table was nearly empty
+// (a new deployment, or one analyzed after a purge) reads it whole for
+// every key, and autovacuum may take minutes to analyze it again
+// (docs/performance.md, "Plans made on empty tables"). The statements given it
+// are the batched ones on the delivery path (one plan per batch, not per
+// event) and rare ones whose tables swing from empty to millions.
+const plannedEachRun = pgx.QueryExecModeCacheDescribe
+
 // ErrNotFound is returned when the event or run asked for does not exist.
 var ErrNotFound = errors.New("not found")
 

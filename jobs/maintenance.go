@@ -17,6 +17,7 @@ type maintenanceStore interface {
 	UnknownCalls(ctx context.Context, window time.Duration) (int, []dedupe.UnknownCall, error)
 	RecordMaintenance(ctx context.Context, run dedupe.MaintenanceRun) error
 	LastMaintenance(ctx context.Context, kind string) (dedupe.MaintenanceRun, error)
+	AnalyzeGrownTables(ctx context.Context) ([]string, error)
 }
 
 // MaintenanceConfig configures scheduled maintenance.
@@ -36,6 +37,12 @@ type MaintenanceConfig struct {
 	// DuplicateWindow is how far back the duplicate check looks. Defaults
 	// to 7 days.
 	DuplicateWindow time.Duration
+	// StatisticsInterval is the time between checks that the delivery
+	// path's tables have not outgrown their statistics
+	// (dedupe.Store.AnalyzeGrownTables). Defaults to 2s: a plan made on an
+	// empty table slows the delivery path more with every second the table
+	// grows, and the check is one read of the statistics views.
+	StatisticsInterval time.Duration
 	// Timeout bounds one run of either job. Defaults to 10m.
 	Timeout time.Duration
 	// Logger defaults to slog.Default().
@@ -59,6 +66,9 @@ func (c MaintenanceConfig) WithDefaults() MaintenanceConfig {
 	if c.DuplicateWindow <= 0 {
 		c.DuplicateWindow = dedupe.DefaultDuplicateWindow
 	}
+	if c.StatisticsInterval <= 0 {
+		c.StatisticsInterval = 2 * time.Second
+	}
 	if c.Timeout <= 0 {
 		c.Timeout = 10 * time.Minute
 	}
@@ -81,13 +91,15 @@ func NewMaintenance(store maintenanceStore, cfg MaintenanceConfig) *Maintenance 
 	return &Maintenance{store: store, cfg: cfg.WithDefaults()}
 }
 
-// Run runs both jobs at start and then on their intervals until ctx ends.
+// Run runs the jobs at start and then on their intervals until ctx ends.
 func (m *Maintenance) Run(ctx context.Context) {
 	m.restoreLastSuccess(ctx)
 	retention := time.NewTimer(0)
 	defer retention.Stop()
 	check := time.NewTimer(0)
 	defer check.Stop()
+	statistics := time.NewTicker(m.cfg.StatisticsInterval)
+	defer statistics.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -98,7 +110,27 @@ func (m *Maintenance) Run(ctx context.Context) {
 		case <-check.C:
 			_, _ = m.DuplicateCheckOnce(ctx)
 			check.Reset(m.cfg.DuplicateCheckInterval)
+		case <-statistics.C:
+			m.statisticsOnce(ctx)
 		}
+	}
+}
+
+// statisticsOnce analyzes the delivery path's tables that outgrew their
+// statistics, so the plans made on them while they were small are made
+// again (dedupe.Store.AnalyzeGrownTables).
+func (m *Maintenance) statisticsOnce(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	tables, err := m.store.AnalyzeGrownTables(ctx)
+	log := m.cfg.Logger.With(slog.String("job", "statistics"), slog.Duration("duration", time.Since(start)))
+	switch {
+	case err != nil && !errors.Is(err, context.Canceled):
+		log.WarnContext(ctx, "could not refresh table statistics; autovacuum's analyze still will", slog.String("error", err.Error()))
+	case len(tables) > 0:
+		log.InfoContext(ctx, "tables outgrew their statistics; analyzed, so their statements are planned for their size",
+			slog.String("tables", strings.Join(tables, " ")))
 	}
 }
 

@@ -86,6 +86,7 @@ func resetForReuse(ctx context.Context, pool *pgxpool.Pool, source string) error
 		{`TRUNCATE entity_versions`, nil},
 		{`DELETE FROM job_runs WHERE source <> $1 OR external_id NOT LIKE 'evt\_pre\_%'`, []any{source}},
 		{`DELETE FROM delivery_attempts WHERE key NOT LIKE $1 || ':%:evt\_pre\_%'`, []any{source}},
+		{`DELETE FROM event_outbox WHERE source <> $1 OR external_id NOT LIKE 'evt\_pre\_%'`, []any{source}},
 		{`DELETE FROM events WHERE source <> $1 OR external_id NOT LIKE 'evt\_pre\_%'`, []any{source}},
 		{`UPDATE events SET deliveries = 1, last_received_at = received_at WHERE deliveries <> 1`, nil},
 		{`TRUNCATE event_repeats`, nil},
@@ -95,7 +96,7 @@ func resetForReuse(ctx context.Context, pool *pgxpool.Pool, source string) error
 			return fmt.Errorf("error resetting the reused database: %w", err)
 		}
 	}
-	_, err := pool.Exec(ctx, `VACUUM (ANALYZE) events, event_repeats, job_runs, delivery_attempts`)
+	_, err := pool.Exec(ctx, `VACUUM (ANALYZE) events, event_repeats, job_runs, delivery_attempts, event_outbox`)
 	return err
 }
 
@@ -272,7 +273,7 @@ func preload(ctx context.Context, pool *pgxpool.Pool, src Source, n int64, bodyS
 	if err != nil {
 		return err
 	}
-	if _, err := pool.Exec(ctx, `VACUUM (ANALYZE) events, event_repeats, job_runs, delivery_attempts`); err != nil {
+	if _, err := pool.Exec(ctx, `VACUUM (ANALYZE) events, event_repeats, job_runs, delivery_attempts, event_outbox`); err != nil {
 		return fmt.Errorf("error vacuuming after the preload: %w", err)
 	}
 	_, _ = pool.Exec(ctx, `CHECKPOINT`) // needs superuser; best effort
