@@ -10,15 +10,13 @@ import (
 )
 
 // plannedEachRun, given as a statement's first argument, has Postgres plan
-// the statement for the tables as they are at every run: pgx otherwise
-// keeps it prepared on its connection, where after five runs Postgres
-// keeps one generic plan, made for the tables' size then, until the
-// tables are analyzed again. A plan made while a table was nearly empty
-// (a new deployment, or one analyzed after a purge) reads it whole for
-// every key, and autovacuum may take minutes to analyze it again
-// (docs/performance.md, "Plans made on empty tables"). The statements given it
-// are the batched ones on the delivery path (one plan per batch, not per
-// event) and rare ones whose tables swing from empty to millions.
+// the statement for the tables as they are at every run, instead of
+// keeping it prepared on its connection with one generic plan made for
+// the tables' size then (statistics.go). It is given to statements that
+// run rarely on tables that swing from empty to millions (the settle, the
+// hand-off mark, retention's deletes), where planning costs nothing that
+// matters; the batched statements of the delivery path keep their
+// prepared plans, which AnalyzeGrownTables renews as their tables grow.
 const plannedEachRun = pgx.QueryExecModeCacheDescribe
 
 // ErrNotFound is returned when the event or run asked for does not exist.
