@@ -215,13 +215,26 @@ func (h *Handler) wakeSuccessors(ctx context.Context, log *slog.Logger, p Delive
 	default:
 		return
 	}
+	wakeHeldBehind(ctx, log, h.store, h.cfg.Steering.enqueuer, p.Source, p.Destination, claim.Event.OrderEntity, p.EventID)
+}
+
+// wakeHeldBehind ends the holds of entity's events held on destination
+// behind event externalID (fifo), settled or skipped, and wakes their
+// tasks, so the next one is called now instead of at its next poll
+// (fifoPoll), which is all a lost wake costs.
+func wakeHeldBehind(ctx context.Context, log *slog.Logger, releaser interface {
+	ReleaseBehind(ctx context.Context, source, destination, entity, externalID string) ([]string, error)
+}, waker interface {
+	WakeKeys(ctx context.Context, keys []string) (int, error)
+}, source, destination, entity, externalID string) {
 	ctx = context.WithoutCancel(ctx)
-	keys, err := h.store.ReleaseBehind(ctx, p.Source, p.Destination, claim.Event.OrderEntity, p.EventID)
+	keys, err := releaser.ReleaseBehind(ctx, source, destination, entity, externalID)
 	if err == nil && len(keys) > 0 {
-		_, err = h.cfg.Steering.enqueuer.WakeKeys(ctx, keys)
+		_, err = waker.WakeKeys(ctx, keys)
 	}
 	if err != nil {
-		log.InfoContext(ctx, "could not wake the entity's next events; they ask again at their next poll", slog.String("error", err.Error()))
+		log.InfoContext(ctx, "could not wake the entity's next events; they ask again at their next poll",
+			slog.String("destination", destination), slog.String("error", err.Error()))
 	}
 }
 

@@ -112,7 +112,9 @@ func (r *Replayer) Skip(ctx context.Context, req SkipRequest) (SkipResult, error
 			res.Skipped = true
 			log.InfoContext(ctx, "run skipped: the entity's later events go on past it",
 				slog.String("key", sr.Key), slog.String("destination", dest), slog.String("status", sr.Status))
-			r.wakeBehind(ctx, log, req, dest, ev.OrderEntity)
+			if ev.OrderEntity != "" {
+				wakeHeldBehind(ctx, log, r.store, r.queue, req.Source, dest, ev.OrderEntity, req.EventID)
+			}
 		} else {
 			log.InfoContext(ctx, "skip asked for a run that is not failed or dead; nothing done",
 				slog.String("key", sr.Key), slog.String("destination", dest), slog.String("status", sr.Status))
@@ -120,22 +122,4 @@ func (r *Replayer) Skip(ctx context.Context, req SkipRequest) (SkipResult, error
 		res.Runs = append(res.Runs, rs)
 	}
 	return res, nil
-}
-
-// wakeBehind wakes the events of entity held on dest behind the skipped
-// event, as a settled head does (Handler.wakeSuccessors): the next one is
-// called now instead of at its next poll, which is all a lost wake costs.
-func (r *Replayer) wakeBehind(ctx context.Context, log *slog.Logger, req SkipRequest, dest, entity string) {
-	if entity == "" {
-		return
-	}
-	ctx = context.WithoutCancel(ctx)
-	keys, err := r.store.ReleaseBehind(ctx, req.Source, dest, entity, req.EventID)
-	if err == nil && len(keys) > 0 {
-		_, err = r.queue.WakeKeys(ctx, keys)
-	}
-	if err != nil {
-		log.InfoContext(ctx, "could not wake the entity's next events; they ask again at their next poll",
-			slog.String("destination", dest), slog.String("error", err.Error()))
-	}
 }
