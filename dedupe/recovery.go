@@ -81,17 +81,17 @@ func traceParentSQL(source, externalID string) string {
 
 // sweepSQL turns running runs whose lease has passed into failed runs
 // with attempts + 1 (a held run: attempts kept) and their retry due now,
-// or dead ones once attempts reach max_attempts, and logs their claimed call as 'unknown': the
-// worker died (or outlived its lease) between its claim and storing the
-// call's outcome, so the destination may have acted on it. The claim
-// writes no row for its call (claimSQL): a run swept while in its call
-// (held_until empty: not a hold) whose call has no row gets one, dated
-// when the claim started it; an ordered event's call is logged by the
-// ordering guard only once it lets the call go, so its row, if any, is
-// marked instead (as is any row still 'calling').
+// or dead ones once attempts reach max_attempts, and logs their claimed
+// call as 'unknown': the worker died (or outlived its lease) between its
+// claim and storing the call's outcome, so the destination may have acted
+// on it. The claim writes no row for its call (claimSQL): a run swept
+// while in its call (held_until empty: not a hold) whose call has no row
+// gets one, dated when the claim started it; an ordered event's call is
+// logged by the ordering guard only once it lets the call go, so its row,
+// if any, is marked instead (as is any row still 'calling').
 var sweepSQL = `
 WITH expired AS MATERIALIZED (
-    SELECT key, held_until IS NULL AS in_call
+    SELECT key, held_until IS NULL AS in_call, held_until IS NULL AND attempts + 1 >= max_attempts AS last_try
     FROM job_runs
     WHERE status = 'running' AND lease_until < now()
     ORDER BY lease_until
@@ -104,15 +104,16 @@ WITH expired AS MATERIALIZED (
     -- attempt, and counting it made a long-held fifo event dead after
     -- fewer than max_attempts tries. It is made due now, attempts kept.
     UPDATE job_runs r SET
-        attempts = r.attempts + CASE WHEN r.held_until IS NULL THEN 1 ELSE 0 END,
-        status = CASE WHEN r.held_until IS NULL AND r.attempts + 1 >= r.max_attempts THEN 'dead' ELSE 'failed' END,
-        completed_at = CASE WHEN r.held_until IS NULL AND r.attempts + 1 >= r.max_attempts THEN now() END,
-        retry_at = CASE WHEN r.held_until IS NULL AND r.attempts + 1 >= r.max_attempts THEN NULL ELSE now() END,
-        last_error = CASE WHEN r.held_until IS NULL THEN 'lease expired: the worker stopped without finishing'
+        attempts = r.attempts + x.in_call::int,
+        status = CASE WHEN x.last_try THEN 'dead' ELSE 'failed' END,
+        completed_at = CASE WHEN x.last_try THEN now() END,
+        retry_at = CASE WHEN x.last_try THEN NULL ELSE now() END,
+        last_error = CASE WHEN x.in_call THEN 'lease expired: the worker stopped without finishing'
                           ELSE 'lease expired while held (not an attempt): tried again now' END,
         lease_until = NULL,
         held_until = NULL
-    WHERE r.key IN (SELECT key FROM expired)
+    FROM expired x
+    WHERE r.key = x.key
     RETURNING r.key, r.source, r.external_id, r.destination, r.generation, r.status, r.attempts, now() AS due,
               ` + traceParentSQL("r.source", "r.external_id") + ` AS trace_parent,
               r.calls, r.started_at

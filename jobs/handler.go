@@ -23,7 +23,18 @@ type runStore interface {
 	ReleaseVersion(ctx context.Context, r dedupe.VersionRequest) error
 	Head(ctx context.Context, r dedupe.HeadRequest) (dedupe.Head, error)
 	EventContent(ctx context.Context, source, externalID string) (headers, payload []byte, err error)
+	holdReleaser
+}
+
+// holdReleaser ends the holds of an entity's runs waiting behind one of
+// its events (fifo); *dedupe.Store satisfies it.
+type holdReleaser interface {
 	ReleaseBehind(ctx context.Context, source, destination, entity, externalID string) ([]string, error)
+}
+
+// taskWaker makes waiting tasks run now; *Enqueuer satisfies it.
+type taskWaker interface {
+	WakeKeys(ctx context.Context, keys []string) (int, error)
 }
 
 // HandlerConfig configures the deliver handler.
@@ -222,11 +233,8 @@ func (h *Handler) wakeSuccessors(ctx context.Context, log *slog.Logger, p Delive
 // behind event externalID (fifo), settled or skipped, and wakes their
 // tasks, so the next one is called now instead of at its next poll
 // (fifoPoll), which is all a lost wake costs.
-func wakeHeldBehind(ctx context.Context, log *slog.Logger, releaser interface {
-	ReleaseBehind(ctx context.Context, source, destination, entity, externalID string) ([]string, error)
-}, waker interface {
-	WakeKeys(ctx context.Context, keys []string) (int, error)
-}, source, destination, entity, externalID string) {
+func wakeHeldBehind(ctx context.Context, log *slog.Logger, releaser holdReleaser, waker taskWaker,
+	source, destination, entity, externalID string) {
 	ctx = context.WithoutCancel(ctx)
 	keys, err := releaser.ReleaseBehind(ctx, source, destination, entity, externalID)
 	if err == nil && len(keys) > 0 {

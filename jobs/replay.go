@@ -65,7 +65,7 @@ type runOpener interface {
 	OpenFirstRun(ctx context.Context, r dedupe.FirstRun) (dedupe.Run, bool, error)
 	NewGeneration(ctx context.Context, g dedupe.NewGeneration) (dedupe.Run, error)
 	SkipRun(ctx context.Context, key, by, reason string) (dedupe.Run, bool, error)
-	ReleaseBehind(ctx context.Context, source, destination, entity, externalID string) ([]string, error)
+	holdReleaser
 }
 
 // replayStore is what a Replayer needs from dedupe.Store.
@@ -78,7 +78,7 @@ type replayStore interface {
 // waiting tasks of keys (a skip's successors); *Enqueuer satisfies it.
 type requeuer interface {
 	Requeue(ctx context.Context, p DeliverPayload) error
-	WakeKeys(ctx context.Context, keys []string) (int, error)
+	taskWaker
 }
 
 // ReplayerConfig configures a Replayer.

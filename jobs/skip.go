@@ -59,13 +59,13 @@ type RunSkip struct {
 
 // Skip records an operator's skip of an event's latest run per named
 // destination: a run failed for good or dead is marked skipped (who,
-// when, why), and the entity's later events held behind it are woken,
-// to be called in order now (a wake lost waits for their next poll); any
-// other run is left alone. Like a
-// forced replay it must name its destination and give a reason. It
-// returns ErrBadReplay for a request without them, dedupe.ErrNotFound for
-// an unknown event, ErrUnknownSource or ErrUnknownDestination, and
-// dedupe.ErrTooSlow when the database did not answer in time.
+// when, why), and the entity's later events held behind it are woken, to
+// be called in order now (a wake lost waits for their next poll); any
+// other run is left alone. Like a forced replay it must name its
+// destination and give a reason. It returns ErrBadReplay for a request
+// without them, dedupe.ErrNotFound for an unknown event, ErrUnknownSource
+// or ErrUnknownDestination, and dedupe.ErrTooSlow when the database did
+// not answer in time.
 func (r *Replayer) Skip(ctx context.Context, req SkipRequest) (SkipResult, error) {
 	if req.By == "" {
 		req.By = "admin"
