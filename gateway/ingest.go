@@ -227,7 +227,10 @@ func (s *Server) receive(c echo.Context, name string, log *slog.Logger) received
 // the event unordered; present but invalid, they refuse it.
 func newEvent(name string, src Source, h http.Header, body []byte) (dedupe.Event, error) {
 	idHeader := verify.EventHeaders(src.Scheme, h)
-	id, err := src.EventID.Extract(idHeader, body)
+	// The id, the type and the order fields read one body: its JSON is
+	// checked once for them all.
+	read := eventid.NewBody(body)
+	id, err := src.EventID.ExtractFrom(idHeader, &read)
 	if err != nil {
 		return dedupe.Event{}, err
 	}
@@ -239,7 +242,7 @@ func newEvent(name string, src Source, h http.Header, body []byte) (dedupe.Event
 	if err != nil {
 		return dedupe.Event{}, err
 	}
-	eventType, err := extractEventType(src, idHeader, body)
+	eventType, err := extractEventType(src, idHeader, &read)
 	if err != nil {
 		return dedupe.Event{}, err
 	}
@@ -254,11 +257,11 @@ func newEvent(name string, src Source, h http.Header, body []byte) (dedupe.Event
 	}
 	if src.OrderEntity != nil {
 		// Without a version (fifo only), the order is the one recorded.
-		entity, errE := src.OrderEntity.Extract(idHeader, body)
+		entity, errE := src.OrderEntity.ExtractFrom(idHeader, &read)
 		var version string
 		var errV error
 		if src.OrderVersion != nil {
-			version, errV = src.OrderVersion.Extract(idHeader, body)
+			version, errV = src.OrderVersion.ExtractFrom(idHeader, &read)
 		}
 		if err := errors.Join(errE, errV); errors.Is(err, eventid.ErrInvalid) {
 			return dedupe.Event{}, fmt.Errorf("order field: %w", err)
@@ -277,11 +280,11 @@ func newEvent(name string, src Source, h http.Header, body []byte) (dedupe.Event
 // one line of text (invalid UTF-8, a control character, longer than
 // eventid.MaxLen) is refused with a 400 like a bad event id: storing it
 // as unknown would route it as if it had no type.
-func extractEventType(src Source, h http.Header, body []byte) (string, error) {
+func extractEventType(src Source, h http.Header, body *eventid.Body) (string, error) {
 	if src.EventType == nil {
 		return "", nil
 	}
-	t, err := src.EventType.Extract(h, body)
+	t, err := src.EventType.ExtractFrom(h, body)
 	switch {
 	case err == nil:
 		return t, nil

@@ -97,16 +97,46 @@ func (e Extractor) Header() (string, bool) {
 // String returns the spec e was parsed from.
 func (e Extractor) String() string { return e.spec }
 
+// Body is a request body read by several specs of one source (the id,
+// the type, the order fields): json: specs check its JSON
+// (jsonlimit.Valid, a walk of the whole body) when the first of them
+// reads it, not once each. Build it with NewBody; it belongs to one
+// request.
+type Body struct {
+	raw            []byte
+	checked, valid bool
+}
+
+// NewBody returns b as a Body for ExtractFrom.
+func NewBody(b []byte) Body { return Body{raw: b} }
+
+// validJSON reports whether the body is JSON within jsonlimit's depth,
+// checking it on first use.
+func (b *Body) validJSON() bool {
+	if !b.checked {
+		b.valid, b.checked = jsonlimit.Valid(b.raw), true
+	}
+	return b.valid
+}
+
 // Extract returns the event id of a request. It returns an error wrapping
 // ErrMissing when the id is absent or empty, ErrUnparseable when a json:
 // spec meets a body that is not valid JSON, and ErrInvalid when the id is
 // too long or holds control characters. body-sha256 of an empty body is
 // ErrMissing.
 func (e Extractor) Extract(header http.Header, body []byte) (string, error) {
+	b := NewBody(body)
+	return e.ExtractFrom(header, &b)
+}
+
+// ExtractFrom is Extract reading a Body that other specs of the request
+// read too: its JSON is checked once for all of them.
+func (e Extractor) ExtractFrom(header http.Header, b *Body) (string, error) {
+	body := b.raw
 	var id string
 	switch e.kind {
 	case kindJSON:
-		if !jsonlimit.Valid(body) {
+		if !b.validJSON() {
 			return "", ErrUnparseable
 		}
 		r := gjson.GetBytes(body, e.arg)

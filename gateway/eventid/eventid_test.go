@@ -224,3 +224,34 @@ func TestHeader(t *testing.T) {
 		}
 	}
 }
+
+// A Body read by several json: specs is checked once: the first spec's
+// verdict is the others'. The second body below is valid JSON marked as
+// already found invalid, so a spec that checked it again would find the
+// id.
+func TestExtractFromChecksTheBodyOnce(t *testing.T) {
+	t.Parallel()
+	id, _ := Parse("json:id")
+	typ, _ := Parse("json:type")
+	body := NewBody([]byte(`{"id":"evt_1","type":"charge.succeeded"}`))
+	gotID, errID := id.ExtractFrom(nil, &body)
+	gotType, errType := typ.ExtractFrom(nil, &body)
+	if gotID != "evt_1" || gotType != "charge.succeeded" || errID != nil || errType != nil {
+		t.Fatalf("got %q, %v and %q, %v; want evt_1 and charge.succeeded", gotID, errID, gotType, errType)
+	}
+	if !body.checked || !body.valid {
+		t.Fatalf("body checked %v, valid %v after two reads; want both", body.checked, body.valid)
+	}
+
+	judged := Body{raw: []byte(`{"id":"evt_2"}`), checked: true, valid: false}
+	if got, err := id.ExtractFrom(nil, &judged); !errors.Is(err, ErrUnparseable) {
+		t.Fatalf("got %q, %v from a body already found invalid; want ErrUnparseable without a second check", got, err)
+	}
+
+	deep := NewBody([]byte(strings.Repeat("[", 200) + strings.Repeat("]", 200)))
+	for _, e := range []Extractor{id, typ} {
+		if _, err := e.ExtractFrom(nil, &deep); !errors.Is(err, ErrUnparseable) {
+			t.Fatalf("%s on a body nested 200 deep: %v, want ErrUnparseable", e, err)
+		}
+	}
+}

@@ -157,7 +157,8 @@ func (im *Importer) parse(line []byte, n int) (dedupe.ImportedEvent, string) {
 		return dedupe.ImportedEvent{}, "not valid JSON"
 	}
 	header := http.Header{"Content-Type": {im.ContentType}}
-	id, err := im.ID.Extract(header, line)
+	read := eventid.NewBody(line)
+	id, err := im.ID.ExtractFrom(header, &read)
 	if err != nil {
 		return dedupe.ImportedEvent{}, "event id: " + err.Error()
 	}
@@ -175,15 +176,15 @@ func (im *Importer) parse(line []byte, n int) (dedupe.ImportedEvent, string) {
 		ReceivedAt: at,
 	}
 	if im.EventType != nil {
-		if t, err := im.EventType.Extract(header, line); err == nil {
+		if t, err := im.EventType.ExtractFrom(header, &read); err == nil {
 			ev.EventType = t
 		} else if errors.Is(err, eventid.ErrInvalid) {
 			return dedupe.ImportedEvent{}, "event type: " + err.Error()
 		}
 	}
 	if im.Entity != nil {
-		e, errE := im.Entity.Extract(header, line)
-		v, errV := im.Version.Extract(header, line)
+		e, errE := im.Entity.ExtractFrom(header, &read)
+		v, errV := im.Version.ExtractFrom(header, &read)
 		if errE == nil && errV == nil {
 			ev.OrderEntity, ev.OrderVersion = e, v
 		}
