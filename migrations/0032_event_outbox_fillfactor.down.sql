@@ -1,0 +1,2 @@
+SET lock_timeout = '10s';
+ALTER TABLE event_outbox RESET (fillfactor);
