@@ -90,7 +90,8 @@ type OutboxEntry struct {
 // event and runs read (unsettledSQL). The range condition on received_at
 // alone lets the walk use the outbox's received_at index.
 const outboxPageSQL = `
-SELECT o.source, o.external_id, o.received_at, o.handed_off
+SELECT o.source, o.external_id, o.received_at,
+       EXISTS (SELECT 1 FROM event_handoffs h WHERE h.record_xid = o.record_xid)
 FROM event_outbox o
 WHERE o.received_at < now() - $1 * interval '1 millisecond'
   AND o.received_at >= $2
@@ -192,15 +193,7 @@ DELETE FROM event_outbox WHERE ctid = ANY (ARRAY(SELECT id FROM found))`
 // has a run (which from then on is what recovery watches), or its source
 // routes it nowhere.
 func (s *Store) SettleEvents(ctx context.Context, refs []EventRef) error {
-	if len(refs) == 0 {
-		return nil
-	}
-	sources := make([]string, len(refs))
-	ids := make([]string, len(refs))
-	for i, r := range refs {
-		sources[i], ids[i] = r.Source, r.ExternalID
-	}
-	if _, err := s.pool.Exec(ctx, settleSQL, plannedEachRun, sources, ids); err != nil {
+	if err := s.execRefs(ctx, settleSQL, refs); err != nil {
 		return fmt.Errorf("error settling events: %w", err)
 	}
 	return nil
@@ -245,25 +238,60 @@ func (s *Store) SetPlans(ctx context.Context, refs []EventRef) error {
 	return nil
 }
 
-// markHandedOffSQL marks the outbox rows of events ($1, $2) whose tasks
-// the relay enqueued, found by key in key order (concurrent relays never
-// deadlock); rows already settled are gone and skipped. The outbox is a
-// queue: empty one minute, a backlog of millions the next, and full of
-// dead rows where vacuum is behind, so no plan fits it for long; the
-// statement is planned at every run (MarkHandedOff), for the table as it
-// is, and each row is found by key: a join of the batch with the outbox
-// was planned as a scan of all of it, dead rows included, for each batch.
+// markHandedOffSQL marks the recording transactions of events ($1, $2)
+// whose tasks the relay enqueued: one event_handoffs row per transaction
+// (record_xid), however many of its events the batch holds, in xid order
+// (concurrent relays never deadlock). Each event's outbox row is found by
+// key; rows already settled are gone and skipped. A transaction whose
+// events came in two batches is marked by the first (unmarkHandedOffSQL
+// takes the mark back if the second fails). The outbox is a queue: empty
+// one minute, a backlog of millions the next, and full of dead rows where
+// vacuum is behind, so no plan fits it for long; the statement is planned
+// at every run (MarkHandedOff), for the table as it is: a join of the
+// batch with the outbox was planned as a scan of all of it, dead rows
+// included, for each batch.
 const markHandedOffSQL = `
-UPDATE event_outbox o SET handed_off = true
-FROM (SELECT r.id
-      FROM (SELECT * FROM unnest($1::text[], $2::text[]) AS u(s, x) ORDER BY s, x) u
-      CROSS JOIN LATERAL (SELECT ctid AS id FROM event_outbox
-                          WHERE source = u.s AND external_id = u.x AND NOT handed_off OFFSET 0) r) f
-WHERE o.ctid = f.id AND NOT o.handed_off`
+INSERT INTO event_handoffs (record_xid)
+SELECT DISTINCT r.record_xid
+FROM unnest($1::text[], $2::text[]) AS u(s, x)
+CROSS JOIN LATERAL (SELECT record_xid FROM event_outbox
+                    WHERE source = u.s AND external_id = u.x AND record_xid IS NOT NULL OFFSET 0) r
+ORDER BY 1
+ON CONFLICT (record_xid) DO NOTHING`
+
+// unmarkHandedOffSQL takes back the marks of the recording transactions
+// of events ($1, $2) whose enqueue failed: a transaction split across
+// two batches was marked by the first, and its events of the failed one
+// must not count as enqueued.
+const unmarkHandedOffSQL = `
+DELETE FROM event_handoffs h
+USING (SELECT DISTINCT r.record_xid
+       FROM unnest($1::text[], $2::text[]) AS u(s, x)
+       CROSS JOIN LATERAL (SELECT record_xid FROM event_outbox
+                           WHERE source = u.s AND external_id = u.x OFFSET 0) r) f
+WHERE h.record_xid = f.record_xid`
 
 // MarkHandedOff records that the relay enqueued the tasks of refs, so
 // recovery tells a task Redis lost from one never written.
 func (s *Store) MarkHandedOff(ctx context.Context, refs []EventRef) error {
+	if err := s.execRefs(ctx, markHandedOffSQL, refs); err != nil {
+		return fmt.Errorf("error marking events handed off: %w", err)
+	}
+	return nil
+}
+
+// UnmarkHandedOff takes back what MarkHandedOff recorded for the
+// transactions of refs, whose enqueue failed.
+func (s *Store) UnmarkHandedOff(ctx context.Context, refs []EventRef) error {
+	if err := s.execRefs(ctx, unmarkHandedOffSQL, refs); err != nil {
+		return fmt.Errorf("error taking back hand-off marks: %w", err)
+	}
+	return nil
+}
+
+// execRefs runs sql, planned at every run, with the sources and ids of
+// refs as $1 and $2.
+func (s *Store) execRefs(ctx context.Context, sql string, refs []EventRef) error {
 	if len(refs) == 0 {
 		return nil
 	}
@@ -271,8 +299,6 @@ func (s *Store) MarkHandedOff(ctx context.Context, refs []EventRef) error {
 	for i, r := range refs {
 		sources[i], ids[i] = r.Source, r.ExternalID
 	}
-	if _, err := s.pool.Exec(ctx, markHandedOffSQL, plannedEachRun, sources, ids); err != nil {
-		return fmt.Errorf("error marking events handed off: %w", err)
-	}
-	return nil
+	_, err := s.pool.Exec(ctx, sql, plannedEachRun, sources, ids)
+	return err
 }

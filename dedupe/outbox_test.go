@@ -2,7 +2,6 @@ package dedupe_test
 
 import (
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -173,47 +172,109 @@ func TestClaimsAndSettlesAtOnce(t *testing.T) {
 	}
 }
 
-// TestMarkHandedOffIsHOT: marking events handed off rewrites no index.
-// The relay marks every event once its tasks are queued; on a page full
-// of outbox rows the update is a copy elsewhere plus an entry in both
-// indexes, while the room the table keeps per page (migration 0032)
-// makes it a HOT update.
-func TestMarkHandedOffIsHOT(t *testing.T) {
+// TestHandOffMarkIsPerTransaction: the relay's mark is one row per
+// recording transaction, which every event of it shows; a failed
+// enqueue takes it back; events already settled are skipped.
+func TestHandOffMarkIsPerTransaction(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := testCtx(t)
-	const n = 2000
-	events := make([]dedupe.Event, n)
-	refs := make([]dedupe.EventRef, n)
-	for i := range events {
-		id := fmt.Sprintf("evt_%04d", i)
-		events[i] = dedupe.Event{Source: "src", ExternalID: id, Payload: []byte(`{}`), Plan: []string{"dst"}}
-		refs[i] = dedupe.EventRef{Source: "src", ExternalID: id}
+	record := func(ids ...string) []dedupe.EventRef {
+		events := make([]dedupe.Event, len(ids))
+		refs := make([]dedupe.EventRef, len(ids))
+		for i, id := range ids {
+			events[i] = dedupe.Event{Source: "src", ExternalID: id, Payload: []byte(`{}`), Plan: []string{"dst"}}
+			refs[i] = dedupe.EventRef{Source: "src", ExternalID: id}
+		}
+		if _, err := dedupe.RecordBatch(ctx, b.schema.Pool, events); err != nil {
+			t.Fatal(err)
+		}
+		return refs
 	}
-	if _, err := dedupe.RecordBatch(ctx, b.schema.Pool, events); err != nil {
+	first := record("a1", "a2", "a3")
+	second := record("b1", "b2")
+	handedOff := func() map[string]bool {
+		entries, _, err := b.store.OutboxPage(ctx, dedupe.OutboxCursor{}, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make(map[string]bool, len(entries))
+		for _, e := range entries {
+			out[e.ExternalID] = e.HandedOff
+		}
+		return out
+	}
+	check := func(step string, marks int, want map[string]bool) {
+		t.Helper()
+		if got := handedOff(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: handed off %v, want %v", step, got, want)
+		}
+		if got := b.schema.Int(t, `SELECT count(*) FROM event_handoffs`); got != marks {
+			t.Errorf("%s: %d marks, want %d", step, got, marks)
+		}
+	}
+	check("recorded", 0, map[string]bool{"a1": false, "a2": false, "a3": false, "b1": false, "b2": false})
+
+	// The first batch of the relay held a1 of the first transaction: the
+	// transaction is marked, and with it a2 and a3.
+	if err := b.store.MarkHandedOff(ctx, first[:1]); err != nil {
 		t.Fatal(err)
 	}
-	for batch := range slices.Chunk(refs, 250) {
-		if err := b.store.MarkHandedOff(ctx, batch); err != nil {
-			t.Fatal(err)
-		}
+	check("a1 marked", 1, map[string]bool{"a1": true, "a2": true, "a3": true, "b1": false, "b2": false})
+	// The next batch held the rest: marked again, still one row each.
+	if err := b.store.MarkHandedOff(ctx, append(first[1:], second...)); err != nil {
+		t.Fatal(err)
 	}
-	if got := b.schema.Int(t, `SELECT count(*) FROM event_outbox WHERE handed_off`); got != n {
-		t.Fatalf("%d outbox rows marked, want %d", got, n)
+	check("all marked", 2, map[string]bool{"a1": true, "a2": true, "a3": true, "b1": true, "b2": true})
+	// An enqueue of b2 failed: its transaction's mark is taken back.
+	if err := b.store.UnmarkHandedOff(ctx, second[1:]); err != nil {
+		t.Fatal(err)
 	}
-	// A backend reports its counts to the statistics views within
-	// seconds of its transactions.
-	const stats = `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relid = 'event_outbox'::regclass`
-	var updated, hot int
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if err := b.schema.Pool.QueryRow(ctx, stats).Scan(&updated, &hot); err != nil {
-			t.Fatal(err)
-		}
-		if updated >= n || time.Now().After(deadline) {
-			break
-		}
+	check("b2 failed", 1, map[string]bool{"a1": true, "a2": true, "a3": true, "b1": false, "b2": false})
+	// Settled events have no outbox row: nothing to mark.
+	if err := b.store.SettleEvents(ctx, second); err != nil {
+		t.Fatal(err)
 	}
-	if updated != n || hot != n {
-		t.Fatalf("outbox updates: %d, of them HOT: %d; want %d and %d", updated, hot, n, n)
+	if err := b.store.MarkHandedOff(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	check("b settled", 1, map[string]bool{"a1": true, "a2": true, "a3": true})
+	if got := b.schema.Int(t, `SELECT count(*) FROM event_outbox WHERE xmin::text::bigint <> (record_xid::text::bigint % 4294967296)`); got != 0 {
+		t.Errorf("%d outbox rows were written after their record: a mark rewrote them", got)
+	}
+}
+
+// TestRetentionKeepsMarksOfQueuedEvents: retention deletes a hand-off
+// mark only once no outbox row can be of its transaction.
+func TestRetentionKeepsMarksOfQueuedEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	b.recordEvent(t, "queued")
+	ref := []dedupe.EventRef{{Source: "src", ExternalID: "queued"}}
+	if err := b.store.MarkHandedOff(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	// The event has waited five hours in the outbox (its destination
+	// paused), marked three hours ago; an orphan mark is older than it.
+	b.exec(t, `UPDATE event_outbox SET received_at = now() - interval '5 hours'`)
+	b.exec(t, `UPDATE event_handoffs SET handed_off_at = now() - interval '3 hours'`)
+	b.exec(t, `INSERT INTO event_handoffs (record_xid, handed_off_at) VALUES ('2', now() - interval '7 hours')`)
+	res, err := b.store.RunRetention(ctx, dedupe.RetentionOptions{Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.HandOffs != 1 || b.schema.Int(t, `SELECT count(*) FROM event_handoffs WHERE record_xid = '2'`) != 0 {
+		t.Errorf("retention deleted %d marks, want the orphan one", res.HandOffs)
+	}
+	entries, _, err := b.store.OutboxPage(ctx, dedupe.OutboxCursor{}, 0, 10)
+	if err != nil || len(entries) != 1 || !entries[0].HandedOff {
+		t.Fatalf("after retention the queued event reads %+v (%v), want handed off", entries, err)
+	}
+	if err := b.store.SettleEvents(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := b.store.RunRetention(ctx, dedupe.RetentionOptions{Retention: time.Hour}); err != nil || res.HandOffs != 1 {
+		t.Errorf("retention after the event settled deleted %d marks (%v), want its mark", res.HandOffs, err)
 	}
 }

@@ -48,16 +48,16 @@ type RetentionResult struct {
 	Ran bool
 	// Cutoff is the database time before which rows were deleted.
 	Cutoff time.Time
-	// Events, Runs, Attempts, Digests, MaintenanceRuns and Issues count
-	// deleted rows per table (an issue's events go with it).
-	Events, Runs, Attempts, Digests, MaintenanceRuns, Issues int64
+	// Events, Runs, Attempts, Digests, HandOffs, MaintenanceRuns and
+	// Issues count deleted rows per table (an issue's events go with it).
+	Events, Runs, Attempts, Digests, HandOffs, MaintenanceRuns, Issues int64
 	// Batches counts the delete statements run.
 	Batches int
 }
 
 // Total returns the rows deleted from all tables.
 func (r RetentionResult) Total() int64 {
-	return r.Events + r.Runs + r.Attempts + r.Digests + r.MaintenanceRuns + r.Issues
+	return r.Events + r.Runs + r.Attempts + r.Digests + r.HandOffs + r.MaintenanceRuns + r.Issues
 }
 
 // Each retention statement deletes at most $2 rows older than $1, chosen
@@ -104,6 +104,16 @@ DELETE FROM event_digests WHERE (source, digest) IN (
     SELECT source, digest FROM event_digests WHERE expires_at < $1
     ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`
 
+	// The relay's hand-off marks (outbox.go) older than the cutoff and
+	// than any outbox row, so no row left can be of their transaction
+	// (its rows were recorded before it was marked); the hour's margin
+	// keeps a mark whose clock stepped back.
+	retainHandOffsSQL = `
+DELETE FROM event_handoffs WHERE record_xid IN (
+    SELECT record_xid FROM event_handoffs
+    WHERE handed_off_at < LEAST($1, (SELECT min(received_at) FROM event_outbox) - interval '1 hour')
+    ORDER BY handed_off_at LIMIT $2 FOR UPDATE SKIP LOCKED)`
+
 	// Old records of maintenance runs; the newest of each kind stays so
 	// the last success remains visible.
 	retainMaintenanceSQL = `
@@ -122,10 +132,10 @@ DELETE FROM issues WHERE id IN (
 )
 
 // RunRetention deletes events, job runs, logged calls, signed content
-// digests, old maintenance records and ended issues older than
-// opts.Retention, in batches of at most opts.BatchSize
-// rows, each batch its own short transaction; it loops over a table until
-// a batch comes back short. Entity versions are kept: they are what keeps
+// digests, hand-off marks, old maintenance records and ended issues
+// older than opts.Retention, in batches of at most opts.BatchSize rows,
+// each batch its own short transaction; it loops over a table until a
+// batch comes back short. Entity versions are kept: they are what keeps
 // a late, older event from being forwarded.
 //
 // Only one replica runs retention at a time (a session advisory lock,
@@ -192,6 +202,7 @@ func (s *Store) retain(ctx context.Context, conn *pgxpool.Conn, opts RetentionOp
 		{"job_runs", retainRunsSQL, &res.Runs},
 		{"events", retainEventsSQL, &res.Events},
 		{"event_digests", retainDigestsSQL, &res.Digests},
+		{"event_handoffs", retainHandOffsSQL, &res.HandOffs},
 		{"maintenance_runs", retainMaintenanceSQL, &res.MaintenanceRuns},
 		{"issues", retainIssuesSQL, &res.Issues},
 	} {

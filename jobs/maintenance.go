@@ -173,7 +173,7 @@ func (m *Maintenance) RetentionOnce(ctx context.Context) (dedupe.RetentionResult
 	log.InfoContext(ctx, "retention run finished",
 		slog.Time("cutoff", res.Cutoff), slog.Int64("rows_deleted", res.Total()),
 		slog.Int64("events", res.Events), slog.Int64("runs", res.Runs), slog.Int64("attempts", res.Attempts),
-		slog.Int64("digests", res.Digests), slog.Int64("issues", res.Issues), slog.Int("batches", res.Batches))
+		slog.Int64("digests", res.Digests), slog.Int64("hand_offs", res.HandOffs), slog.Int64("issues", res.Issues), slog.Int("batches", res.Batches))
 	return res, nil
 }
 

@@ -391,6 +391,67 @@ func startFastPath(t *testing.T, linger time.Duration) *fastPath {
 	return &fastPath{relay: relay, calls: calls, redis: r, stop: stop}
 }
 
+// handOffMarks records what the relay marks and takes back.
+type handOffMarks struct {
+	mu               sync.Mutex
+	marked, unmarked []string
+}
+
+func (m *handOffMarks) MarkHandedOff(_ context.Context, refs []dedupe.EventRef) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range refs {
+		m.marked = append(m.marked, r.ExternalID)
+	}
+	return nil
+}
+
+func (m *handOffMarks) UnmarkHandedOff(_ context.Context, refs []dedupe.EventRef) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range refs {
+		m.unmarked = append(m.unmarked, r.ExternalID)
+	}
+	return nil
+}
+
+// TestRelayMarksOnlyWhatItEnqueued: a batch Redis took is marked handed
+// off; one it refused takes back the marks of its events' transactions
+// (an earlier batch may have marked one of them).
+func TestRelayMarksOnlyWhatItEnqueued(t *testing.T) {
+	t.Parallel()
+	routes := jobs.Routes{"src": {"dst": buildDestination(t, jobs.DestinationSpec{Name: "dst"})}}
+	r := redistest.New(t)
+	for _, tc := range []struct {
+		name                   string
+		client                 *redis.Client
+		wantMarked, wantUnmark string
+	}{
+		{"enqueued", r.Client, "[evt_1]", "[]"},
+		{"refused", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second}), "[]", "[evt_1]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			marks := &handOffMarks{}
+			relay := jobs.NewRelay(jobs.NewEnqueuer(tc.client, r.Queue, routes), marks, jobs.RelayConfig{Linger: time.Hour, Logger: testLogger(t)})
+			ctx, cancel := context.WithCancel(testCtx(t))
+			done := make(chan struct{})
+			go func() { defer close(done); relay.Run(ctx) }()
+			relay.Notify(context.Background(), dedupe.EventRef{Source: "src", ExternalID: "evt_1"})
+			time.Sleep(100 * time.Millisecond) // the batch lingers until the stop
+			cancel()
+			<-done
+			marks.mu.Lock()
+			defer marks.mu.Unlock()
+			if got := fmt.Sprint(marks.marked); got != tc.wantMarked {
+				t.Errorf("marked %s, want %s", got, tc.wantMarked)
+			}
+			if got := fmt.Sprint(marks.unmarked); got != tc.wantUnmark {
+				t.Errorf("took back %s, want %s", got, tc.wantUnmark)
+			}
+		})
+	}
+}
+
 // pending returns how many tasks wait in the queue.
 func (f *fastPath) pending(t *testing.T) int64 {
 	t.Helper()

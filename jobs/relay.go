@@ -69,10 +69,12 @@ type notified struct {
 	at   time.Time
 }
 
-// handOffMarker records in Postgres the events the relay enqueued;
-// *dedupe.Store satisfies it.
+// handOffMarker records in Postgres the events the relay enqueued, and
+// takes the record back for those it failed to; *dedupe.Store satisfies
+// it.
 type handOffMarker interface {
 	MarkHandedOff(ctx context.Context, refs []dedupe.EventRef) error
+	UnmarkHandedOff(ctx context.Context, refs []dedupe.EventRef) error
 }
 
 // NewRelay returns a Relay that marks the events it enqueues with marker
@@ -205,6 +207,12 @@ func (r *Relay) handOff(ctx context.Context, batch []notified) {
 		r.cfg.Metrics.enqueueFailed()
 		r.cfg.Logger.WarnContext(ctx, "hand-off to the queue failed; the reconciler writes the tasks once Redis answers",
 			slog.Int("events", len(batch)), slog.String("error", err.Error()))
+		if r.marker != nil {
+			// A transaction with events in an earlier batch may be marked.
+			if err := r.marker.UnmarkHandedOff(ctx, refs); err != nil {
+				r.cfg.Logger.DebugContext(ctx, "could not take back hand-off marks", slog.Int("events", len(batch)), slog.String("error", err.Error()))
+			}
+		}
 		return
 	}
 	if r.marker == nil {

@@ -433,3 +433,42 @@ func TestInjectiveJobKeysMigration(t *testing.T) {
 		t.Errorf("ordering rows after 0012: %s", got)
 	}
 }
+
+// TestEventHandOffsMigration: 0033 keeps the mark of every outbox row
+// the relay had marked handed off, and its down migration gives it back.
+func TestEventHandOffsMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := emptySchema(t)
+	if v, err := migrations.UpTo(ctx, url, 32); err != nil || v != 32 {
+		t.Fatalf("up to 32: version %d, %v", v, err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `INSERT INTO event_outbox (source, external_id, handed_off) VALUES
+        ('s', 'marked_1', true), ('s', 'marked_2', true), ('s', 'unmarked', false)`); err != nil {
+		t.Fatal(err)
+	}
+	marked := func(step, sql string) {
+		t.Helper()
+		var got string
+		if err := pool.QueryRow(ctx, sql).Scan(&got); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if got != "marked_1 marked_2" {
+			t.Errorf("%s: marked %q, want marked_1 and marked_2", step, got)
+		}
+	}
+	if v, err := migrations.UpTo(ctx, url, 33); err != nil || v != 33 {
+		t.Fatalf("up to 33: version %d, %v", v, err)
+	}
+	marked("after 0033", `SELECT string_agg(external_id, ' ' ORDER BY external_id) FROM event_outbox o
+        WHERE EXISTS (SELECT 1 FROM event_handoffs h WHERE h.record_xid = o.record_xid)`)
+	if v, err := migrations.DownTo(ctx, url, 32); err != nil || v != 32 {
+		t.Fatalf("down to 32: version %d, %v", v, err)
+	}
+	marked("after 0033's down", `SELECT string_agg(external_id, ' ' ORDER BY external_id) FROM event_outbox WHERE handed_off`)
+}

@@ -87,6 +87,7 @@ func resetForReuse(ctx context.Context, pool *pgxpool.Pool, source string) error
 		{`DELETE FROM job_runs WHERE source <> $1 OR external_id NOT LIKE 'evt\_pre\_%'`, []any{source}},
 		{`DELETE FROM delivery_attempts WHERE key NOT LIKE $1 || ':%:evt\_pre\_%'`, []any{source}},
 		{`DELETE FROM event_outbox WHERE source <> $1 OR external_id NOT LIKE 'evt\_pre\_%'`, []any{source}},
+		{`DELETE FROM event_handoffs WHERE record_xid NOT IN (SELECT record_xid FROM event_outbox WHERE record_xid IS NOT NULL)`, nil},
 		{`DELETE FROM events WHERE source <> $1 OR external_id NOT LIKE 'evt\_pre\_%'`, []any{source}},
 		{`UPDATE events SET deliveries = 1, last_received_at = received_at WHERE deliveries <> 1`, nil},
 		{`TRUNCATE event_repeats`, nil},
@@ -96,7 +97,7 @@ func resetForReuse(ctx context.Context, pool *pgxpool.Pool, source string) error
 			return fmt.Errorf("error resetting the reused database: %w", err)
 		}
 	}
-	_, err := pool.Exec(ctx, `VACUUM (ANALYZE) events, event_repeats, job_runs, delivery_attempts, event_outbox`)
+	_, err := pool.Exec(ctx, `VACUUM (ANALYZE) events, event_repeats, job_runs, delivery_attempts, event_outbox, event_handoffs`)
 	return err
 }
 

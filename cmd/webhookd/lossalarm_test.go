@@ -106,7 +106,8 @@ func TestLossAlarmOnlyForRealLoss(t *testing.T) {
 		mustSend(t, serve.URL(), fmt.Sprintf("evt_lost_%02d", i), http.StatusAccepted)
 	}
 	pipelinetest.Eventually(t, 20*time.Second, "the relay marks the 10 events handed off", func() bool {
-		return schema.Int(t, `SELECT count(*) FROM event_outbox WHERE handed_off AND external_id LIKE 'evt_lost_%'`) == 10
+		return schema.Int(t, `SELECT count(*) FROM event_outbox o JOIN event_handoffs h ON h.record_xid = o.record_xid
+		                    WHERE o.external_id LIKE 'evt_lost_%'`) == 10
 	})
 	redis.Stop()
 	redis.Start()
