@@ -31,6 +31,10 @@ type EventRef struct {
 	// nil when it was recorded without one, and the hand-off plans it
 	// from its type ([Store.SetPlans] keeps that plan).
 	Plan []string
+	// RecordXID is the transaction that recorded the event
+	// (Recorded.RecordXID), or 0 when the caller does not know it: the
+	// hand-off mark then looks it up.
+	RecordXID int64
 }
 
 // outboxInsertSQL is the part of recordSQL that puts each new event of
@@ -79,8 +83,6 @@ type OutboxEntry struct {
 	ExternalID string
 	// ReceivedAt is when the event was recorded.
 	ReceivedAt time.Time
-	// HandedOff is as in UnsettledEvent.
-	HandedOff bool
 }
 
 // outboxPageSQL reads up to $5 outbox rows older than $1 ms after the
@@ -90,8 +92,7 @@ type OutboxEntry struct {
 // event and runs read (unsettledSQL). The range condition on received_at
 // alone lets the walk use the outbox's received_at index.
 const outboxPageSQL = `
-SELECT o.source, o.external_id, o.received_at,
-       EXISTS (SELECT 1 FROM event_handoffs h WHERE h.record_xid = o.record_xid)
+SELECT o.source, o.external_id, o.received_at
 FROM event_outbox o
 WHERE o.received_at < now() - $1 * interval '1 millisecond'
   AND o.received_at >= $2
@@ -109,7 +110,7 @@ func (s *Store) OutboxPage(ctx context.Context, after OutboxCursor, minAge time.
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxEntry, error) {
 		var e OutboxEntry
-		err := row.Scan(&e.Source, &e.ExternalID, &e.ReceivedAt, &e.HandedOff)
+		err := row.Scan(&e.Source, &e.ExternalID, &e.ReceivedAt)
 		return e, err
 	})
 	if err != nil {
@@ -123,13 +124,17 @@ func (s *Store) OutboxPage(ctx context.Context, after OutboxCursor, minAge time.
 }
 
 // unsettledSQL reads, for each outbox entry ($1 sources, $2 ids), the
-// destinations that have a first-generation run and what its event says
-// (trace parent, type, plan), in the order given. Each row is found by
-// key, so the plan stays a lookup per entry however the tables grew.
+// destinations that have a first-generation run, what its event says
+// (trace parent, type, plan) and whether the relay marked its
+// transaction handed off, in the order given. Each row is found by key,
+// so the plan stays a lookup per entry however the tables grew.
 const unsettledSQL = `
 SELECT ARRAY(SELECT r.destination FROM job_runs r
              WHERE r.source = k.s AND r.external_id = k.x AND r.generation = 1),
-       COALESCE(e.trace_parent, ''), e.event_type, e.plan
+       COALESCE(e.trace_parent, ''), e.event_type, e.plan,
+       EXISTS (SELECT 1 FROM event_handoffs h
+               WHERE h.record_xid = (SELECT o.record_xid FROM event_outbox o
+                                     WHERE o.source = k.s AND o.external_id = k.x))
 FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(s, x, n)
 LEFT JOIN LATERAL (SELECT trace_parent, event_type, plan FROM events
                    WHERE source = k.s AND external_id = k.x OFFSET 0) e ON true
@@ -154,9 +159,9 @@ func (s *Store) UnsettledEvents(ctx context.Context, entries []OutboxEntry) ([]U
 	out := make([]UnsettledEvent, 0, len(entries))
 	for rows.Next() {
 		e := entries[len(out)]
-		ev := UnsettledEvent{EventRef: EventRef{Source: e.Source, ExternalID: e.ExternalID}, ReceivedAt: e.ReceivedAt, HandedOff: e.HandedOff}
+		ev := UnsettledEvent{EventRef: EventRef{Source: e.Source, ExternalID: e.ExternalID}, ReceivedAt: e.ReceivedAt}
 		var typ *string
-		if err := rows.Scan(&ev.Claimed, &ev.TraceParent, &typ, &ev.Plan); err != nil {
+		if err := rows.Scan(&ev.Claimed, &ev.TraceParent, &typ, &ev.Plan, &ev.HandedOff); err != nil {
 			return nil, fmt.Errorf("error reading the outbox's events: %w", err)
 		}
 		if typ != nil {
@@ -193,7 +198,14 @@ DELETE FROM event_outbox WHERE ctid = ANY (ARRAY(SELECT id FROM found))`
 // has a run (which from then on is what recovery watches), or its source
 // routes it nowhere.
 func (s *Store) SettleEvents(ctx context.Context, refs []EventRef) error {
-	if err := s.execRefs(ctx, settleSQL, refs); err != nil {
+	if len(refs) == 0 {
+		return nil
+	}
+	sources, ids := make([]string, len(refs)), make([]string, len(refs))
+	for i, r := range refs {
+		sources[i], ids[i] = r.Source, r.ExternalID
+	}
+	if _, err := s.pool.Exec(ctx, settleSQL, plannedEachRun, sources, ids); err != nil {
 		return fmt.Errorf("error settling events: %w", err)
 	}
 	return nil
@@ -238,43 +250,45 @@ func (s *Store) SetPlans(ctx context.Context, refs []EventRef) error {
 	return nil
 }
 
-// markHandedOffSQL marks the recording transactions of events ($1, $2)
-// whose tasks the relay enqueued: one event_handoffs row per transaction
-// (record_xid), however many of its events the batch holds, in xid order
-// (concurrent relays never deadlock). Each event's outbox row is found by
-// key; rows already settled are gone and skipped. A transaction whose
-// events came in two batches is marked by the first (unmarkHandedOffSQL
-// takes the mark back if the second fails). The outbox is a queue: empty
-// one minute, a backlog of millions the next, and full of dead rows where
-// vacuum is behind, so no plan fits it for long; the statement is planned
-// at every run (MarkHandedOff), for the table as it is: a join of the
-// batch with the outbox was planned as a scan of all of it, dead rows
-// included, for each batch.
+// handOffXIDsSQL is the recording transactions the hand-off mark names:
+// those given ($1), and those of the events given by key ($2, $3) found
+// by their outbox row (rows already settled are gone and skipped).
+const handOffXIDsSQL = `
+SELECT x::text::xid8 AS record_xid FROM unnest($1::bigint[]) AS k(x)
+UNION
+SELECT r.record_xid
+FROM unnest($2::text[], $3::text[]) AS u(s, x)
+CROSS JOIN LATERAL (SELECT record_xid FROM event_outbox
+                    WHERE source = u.s AND external_id = u.x AND record_xid IS NOT NULL OFFSET 0) r`
+
+// markHandedOffSQL marks the recording transactions of events whose
+// tasks the relay enqueued (handOffXIDsSQL): one event_handoffs row per
+// transaction, however many of its events the batch holds, in xid order
+// (concurrent relays never deadlock). A transaction whose events came in
+// two batches is marked by the first (unmarkHandedOffSQL takes the mark
+// back if the second fails). The outbox is a queue: empty one minute, a
+// backlog of millions the next, and full of dead rows where vacuum is
+// behind, so no plan fits it for long; the statement is planned at every
+// run (MarkHandedOff), for the table as it is, and each row it looks up
+// is found by key: a join of the batch with the outbox was planned as a
+// scan of all of it, dead rows included, for each batch.
 const markHandedOffSQL = `
 INSERT INTO event_handoffs (record_xid)
-SELECT DISTINCT r.record_xid
-FROM unnest($1::text[], $2::text[]) AS u(s, x)
-CROSS JOIN LATERAL (SELECT record_xid FROM event_outbox
-                    WHERE source = u.s AND external_id = u.x AND record_xid IS NOT NULL OFFSET 0) r
+SELECT record_xid FROM (` + handOffXIDsSQL + `) m
 ORDER BY 1
 ON CONFLICT (record_xid) DO NOTHING`
 
 // unmarkHandedOffSQL takes back the marks of the recording transactions
-// of events ($1, $2) whose enqueue failed: a transaction split across
-// two batches was marked by the first, and its events of the failed one
-// must not count as enqueued.
+// of events whose enqueue failed (handOffXIDsSQL): a transaction split
+// across two batches was marked by the first, and its events of the
+// failed one must not count as enqueued.
 const unmarkHandedOffSQL = `
-DELETE FROM event_handoffs h
-USING (SELECT DISTINCT r.record_xid
-       FROM unnest($1::text[], $2::text[]) AS u(s, x)
-       CROSS JOIN LATERAL (SELECT record_xid FROM event_outbox
-                           WHERE source = u.s AND external_id = u.x OFFSET 0) r) f
-WHERE h.record_xid = f.record_xid`
+DELETE FROM event_handoffs WHERE record_xid IN (` + handOffXIDsSQL + `)`
 
 // MarkHandedOff records that the relay enqueued the tasks of refs, so
 // recovery tells a task Redis lost from one never written.
 func (s *Store) MarkHandedOff(ctx context.Context, refs []EventRef) error {
-	if err := s.execRefs(ctx, markHandedOffSQL, refs); err != nil {
+	if err := s.execHandOffs(ctx, markHandedOffSQL, refs); err != nil {
 		return fmt.Errorf("error marking events handed off: %w", err)
 	}
 	return nil
@@ -283,22 +297,29 @@ func (s *Store) MarkHandedOff(ctx context.Context, refs []EventRef) error {
 // UnmarkHandedOff takes back what MarkHandedOff recorded for the
 // transactions of refs, whose enqueue failed.
 func (s *Store) UnmarkHandedOff(ctx context.Context, refs []EventRef) error {
-	if err := s.execRefs(ctx, unmarkHandedOffSQL, refs); err != nil {
+	if err := s.execHandOffs(ctx, unmarkHandedOffSQL, refs); err != nil {
 		return fmt.Errorf("error taking back hand-off marks: %w", err)
 	}
 	return nil
 }
 
-// execRefs runs sql, planned at every run, with the sources and ids of
-// refs as $1 and $2.
-func (s *Store) execRefs(ctx context.Context, sql string, refs []EventRef) error {
+// execHandOffs runs a statement over handOffXIDsSQL, planned at every
+// run, for refs: their transactions where known, else their keys.
+func (s *Store) execHandOffs(ctx context.Context, sql string, refs []EventRef) error {
 	if len(refs) == 0 {
 		return nil
 	}
-	sources, ids := make([]string, len(refs)), make([]string, len(refs))
-	for i, r := range refs {
-		sources[i], ids[i] = r.Source, r.ExternalID
+	var (
+		xids         []int64
+		sources, ids []string
+	)
+	for _, r := range refs {
+		if r.RecordXID != 0 {
+			xids = append(xids, r.RecordXID)
+			continue
+		}
+		sources, ids = append(sources, r.Source), append(ids, r.ExternalID)
 	}
-	_, err := s.pool.Exec(ctx, sql, plannedEachRun, sources, ids)
+	_, err := s.pool.Exec(ctx, sql, plannedEachRun, xids, sources, ids)
 	return err
 }

@@ -186,20 +186,46 @@ func TestHandOffMarkIsPerTransaction(t *testing.T) {
 			events[i] = dedupe.Event{Source: "src", ExternalID: id, Payload: []byte(`{}`), Plan: []string{"dst"}}
 			refs[i] = dedupe.EventRef{Source: "src", ExternalID: id}
 		}
-		if _, err := dedupe.RecordBatch(ctx, b.schema.Pool, events); err != nil {
+		recorded, err := dedupe.RecordBatch(ctx, b.schema.Pool, events)
+		if err != nil {
 			t.Fatal(err)
+		}
+		for i, r := range recorded {
+			if r.RecordXID == 0 || r.RecordXID != recorded[0].RecordXID {
+				t.Fatalf("%s recorded by transaction %d, %s by %d: want one, not 0", ids[i], r.RecordXID, ids[0], recorded[0].RecordXID)
+			}
+			refs[i].RecordXID = r.RecordXID
 		}
 		return refs
 	}
 	first := record("a1", "a2", "a3")
 	second := record("b1", "b2")
+	if first[0].RecordXID == second[0].RecordXID {
+		t.Fatalf("two statements recorded by one transaction %d", first[0].RecordXID)
+	}
+	// A repeat of a pending event names the transaction of its first
+	// delivery.
+	repeat, err := dedupe.RecordBatch(ctx, b.schema.Pool, []dedupe.Event{{Source: "src", ExternalID: "a2", Payload: []byte(`{}`)}})
+	if err != nil || !repeat[0].Pending || repeat[0].RecordXID != first[0].RecordXID {
+		t.Fatalf("repeat of a2: %+v (%v), want pending, transaction %d", repeat, err, first[0].RecordXID)
+	}
+	// The relay knows the transactions of what it was notified of; the
+	// events of the second are given by key alone, as a caller that does
+	// not know them does.
+	for i := range second {
+		second[i].RecordXID = 0
+	}
 	handedOff := func() map[string]bool {
 		entries, _, err := b.store.OutboxPage(ctx, dedupe.OutboxCursor{}, 0, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := make(map[string]bool, len(entries))
-		for _, e := range entries {
+		events, err := b.store.UnsettledEvents(ctx, entries)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make(map[string]bool, len(events))
+		for _, e := range events {
 			out[e.ExternalID] = e.HandedOff
 		}
 		return out
@@ -268,8 +294,12 @@ func TestRetentionKeepsMarksOfQueuedEvents(t *testing.T) {
 		t.Errorf("retention deleted %d marks, want the orphan one", res.HandOffs)
 	}
 	entries, _, err := b.store.OutboxPage(ctx, dedupe.OutboxCursor{}, 0, 10)
-	if err != nil || len(entries) != 1 || !entries[0].HandedOff {
-		t.Fatalf("after retention the queued event reads %+v (%v), want handed off", entries, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := b.store.UnsettledEvents(ctx, entries)
+	if err != nil || len(events) != 1 || !events[0].HandedOff {
+		t.Fatalf("after retention the queued event reads %+v (%v), want handed off", events, err)
 	}
 	if err := b.store.SettleEvents(ctx, ref); err != nil {
 		t.Fatal(err)

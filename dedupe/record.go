@@ -55,6 +55,10 @@ type Recorded struct {
 	// Pending is true while the event's hand-off to the queue has not been
 	// confirmed.
 	Pending bool
+	// RecordXID is the id of the transaction that recorded the event
+	// (xid8), which the relay's hand-off mark names (EventRef.RecordXID),
+	// while the event is pending; 0 when it is not, or not known.
+	RecordXID int64
 	// State is the event's state (see webhookd_event_state in the
 	// migrations): "received" for a first delivery and for copies that
 	// arrived with it.
@@ -139,8 +143,9 @@ input AS (
 // reports, per row, the delivery count, whether it was inserted, whether
 // its hand-off is pending (a new event's is; a repeat's while its outbox
 // row is there), the event's state (a new event has no runs to look up),
-// and whether the event was visible to the statement (see
-// recordCTEsSQL).
+// whether the event was visible to the statement (see recordCTEsSQL),
+// and the transaction that put a pending event in the outbox (this one
+// for a new event).
 var recordSQL = `
 WITH ` + eventsInputSQL + `, ` + recordCTEsSQL("input") + recordReportSQL("")
 
@@ -185,7 +190,10 @@ func recordCTEsSQL(from string) string {
     FROM repeated p LEFT JOIN known k ON k.source = p.source AND k.external_id = p.external_id
 ), queued AS (` + outboxInsertSQL + `
 ), checked AS (
-    SELECT r.*, CASE WHEN r.inserted THEN true ELSE ` + outboxHasSQL("r.source", "r.external_id") + ` END AS pending
+    SELECT r.*, CASE WHEN r.inserted THEN true ELSE ` + outboxHasSQL("r.source", "r.external_id") + ` END AS pending,
+           CASE WHEN r.inserted THEN pg_current_xact_id()
+                ELSE (SELECT o.record_xid FROM event_outbox o
+                      WHERE o.source = r.source AND o.external_id = r.external_id) END AS record_xid
     FROM recorded r
 )`
 }
@@ -201,7 +209,7 @@ SELECT r.source, r.external_id, r.deliveries, r.inserted, r.pending,
        -- looks nothing up for a new event.
        CASE WHEN NOT r.inserted THEN ` + repeatStateSQL("r") + `
             WHEN i.pl IS NULL THEN 'received' WHEN i.pl = '' THEN 'done' ELSE 'queued' END,
-       r.visible` + extra + `
+       r.visible, COALESCE(r.record_xid::text::bigint, 0)` + extra + `
 FROM checked r JOIN input i ON i.s = r.source AND i.x = r.external_id`
 }
 
@@ -274,7 +282,7 @@ func RecordBatch(ctx context.Context, db DB, events []Event) ([]Recorded, error)
 			rec Recorded
 		)
 		var visible bool
-		dest := []any{&k.source, &k.externalID, &rec.Deliveries, &rec.Inserted, &rec.Pending, &rec.State, &visible}
+		dest := []any{&k.source, &k.externalID, &rec.Deliveries, &rec.Inserted, &rec.Pending, &rec.State, &visible, &rec.RecordXID}
 		if cols.signed {
 			dest = append(dest, &rec.CopyOf)
 		}

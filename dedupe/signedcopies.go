@@ -52,5 +52,5 @@ SELECT c.s, c.x, COALESCE(` + deliveriesSQL("e.source", "e.external_id") + `, 1)
        CASE WHEN e.source IS NULL THEN 'received' ELSE
            ` + eventStateSQL("e.source", "e.external_id", "e.plan", "e.recorded_only", "NOT "+outboxHasSQL("e.source", "e.external_id")) + `
        END,
-       true, c.first
+       true, 0::bigint, c.first
 FROM copies c LEFT JOIN events e ON e.source = c.s AND e.external_id = c.first`
