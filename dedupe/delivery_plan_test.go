@@ -16,9 +16,9 @@ import (
 // deliveryStatements are the statements every delivery (or every
 // recovery pass, or every read of listen's feed) runs, and retention's
 // batches, with how many parameters each takes.
-// The relay's hand-off mark, the reconciler's settle and retention's
-// deletes are planned at every run (MarkHandedOff, SettleEvents,
-// deleteBatch), so only their plans on grown tables are checked.
+// The reconciler's settle and retention's deletes are planned at every
+// run (SettleEvents, deleteBatch), so only their plans on grown tables
+// are checked.
 var deliveryStatements = []struct {
 	name    string
 	sql     string
@@ -28,7 +28,6 @@ var deliveryStatements = []struct {
 	{"claim", claimSQL, 7, true},
 	{"finish", finishSQL, 15, true},
 	{"sweep", sweepSQL, 1, true},
-	{"hand-off mark", markHandedOffSQL, 3, false},
 	{"settle", settleSQL, 2, false},
 	{"fifo head", headSQL, 8, true},
 	{"fifo release", releaseBehindSQL, 4, true},
@@ -52,7 +51,7 @@ var deliveryTables = []string{"events", "event_outbox", "job_runs", "delivery_at
 
 // TestDeliveryStatementsFindRowsByKey: the claim and the finish run for
 // every delivery (and in order modes the head or version statements), the
-// hand-off mark for every event, the sweep on every recovery pass, and
+// sweep on every recovery pass, and
 // retention in batches over the largest tables, so each must find
 // its rows by key however the planner sized the tables. A pool keeps the
 // plan it made at a statement's first runs (a generic plan, once
@@ -136,7 +135,6 @@ func TestDeliveryStatementsFindRowsByKey(t *testing.T) {
 			"claim":            {keys, sources, ids, dests, ints, ints, longs},
 			"finish":           {keys, ints, outcomes, ints, texts, texts, floats, longs, bools, longs, texts, bytes, bools, texts, bytes},
 			"sweep":            {100},
-			"hand-off mark":    {[]int64{}, sources, ids},
 			"settle":           {sources, ids},
 			"fifo head":        {"src", "dst", "e1", "old_401", true, int64(1000), "src:dst:old_401", int32(0)},
 			"fifo release":     {"src", "dst", "e1", OrderHoldPrefix + "old_401"},
@@ -174,12 +172,12 @@ func checkNoTableScan(t *testing.T, name, plan string, nodes []map[string]any) {
 	}
 }
 
-// TestRareStatementsArePlannedAtEveryRun: the hand-off mark (and its
-// taking back), the settle and retention's deletes run on tables that
-// swing from empty to millions, so each is planned for the table as it
-// is at every run and never kept on a connection as a prepared
-// statement, whose plan (a generic one, after a few runs) would be the
-// one made while the table was nearly empty.
+// TestRareStatementsArePlannedAtEveryRun: the reconciler's settle and
+// retention's deletes run on tables that swing from empty to millions,
+// so each is planned for the table as it is at every run and never kept
+// on a connection as a prepared statement, whose plan (a generic one,
+// after a few runs) would be the one made while the table was nearly
+// empty.
 func TestRareStatementsArePlannedAtEveryRun(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -188,12 +186,6 @@ func TestRareStatementsArePlannedAtEveryRun(t *testing.T) {
 	s := New(schema.Pool)
 	refs := []EventRef{{Source: "src", ExternalID: "evt_1"}}
 	for range 8 {
-		if err := s.MarkHandedOff(ctx, refs); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.UnmarkHandedOff(ctx, refs); err != nil {
-			t.Fatal(err)
-		}
 		if err := s.SettleEvents(ctx, refs); err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +193,7 @@ func TestRareStatementsArePlannedAtEveryRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rare := []string{markHandedOffSQL, unmarkHandedOffSQL, settleSQL, retainAttemptsSQL, retainRunsSQL, retainEventsSQL, retainHandOffsSQL}
+	rare := []string{settleSQL, retainAttemptsSQL, retainRunsSQL, retainEventsSQL, retainHandOffsSQL}
 	for _, c := range schema.Pool.AcquireAllIdle(ctx) {
 		var kept int
 		err := c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement = ANY ($1)`, rare).Scan(&kept)

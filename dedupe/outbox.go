@@ -31,10 +31,13 @@ type EventRef struct {
 	// nil when it was recorded without one, and the hand-off plans it
 	// from its type ([Store.SetPlans] keeps that plan).
 	Plan []string
-	// RecordXID is the transaction that recorded the event
-	// (Recorded.RecordXID), or 0 when the caller does not know it: the
-	// hand-off mark then looks it up.
-	RecordXID int64
+	// RecordXID and RecordedWith are the transaction that inserted the
+	// event and how many events it inserted (Recorded.RecordXID), or 0
+	// when the caller does not know them: the relay marks a transaction
+	// handed off ([Store.MarkHandedOff]) once it has enqueued all its
+	// events.
+	RecordXID    int64
+	RecordedWith int
 }
 
 // outboxInsertSQL is the part of recordSQL that puts each new event of
@@ -61,7 +64,8 @@ type UnsettledEvent struct {
 	// TraceParent is the event's traceparent (Event.TraceParent), or
 	// empty.
 	TraceParent string
-	// HandedOff is true when the relay enqueued the event's tasks
+	// HandedOff is true when the relay enqueued the tasks of the event
+	// and of every other event its transaction recorded
 	// ([Store.MarkHandedOff]): a task of it missing from the queue now
 	// was lost there, not never written.
 	HandedOff bool
@@ -250,76 +254,24 @@ func (s *Store) SetPlans(ctx context.Context, refs []EventRef) error {
 	return nil
 }
 
-// handOffXIDsSQL is the recording transactions the hand-off mark names:
-// those given ($1), and those of the events given by key ($2, $3) found
-// by their outbox row (rows already settled are gone and skipped).
-const handOffXIDsSQL = `
-SELECT x::text::xid8 AS record_xid FROM unnest($1::bigint[]) AS k(x)
-UNION
-SELECT r.record_xid
-FROM unnest($2::text[], $3::text[]) AS u(s, x)
-CROSS JOIN LATERAL (SELECT record_xid FROM event_outbox
-                    WHERE source = u.s AND external_id = u.x AND record_xid IS NOT NULL OFFSET 0) r`
-
-// markHandedOffSQL marks the recording transactions of events whose
-// tasks the relay enqueued (handOffXIDsSQL): one event_handoffs row per
-// transaction, however many of its events the batch holds, in xid order
-// (concurrent relays never deadlock). A transaction whose events came in
-// two batches is marked by the first (unmarkHandedOffSQL takes the mark
-// back if the second fails). The outbox is a queue: empty one minute, a
-// backlog of millions the next, and full of dead rows where vacuum is
-// behind, so no plan fits it for long; the statement is planned at every
-// run (MarkHandedOff), for the table as it is, and each row it looks up
-// is found by key: a join of the batch with the outbox was planned as a
-// scan of all of it, dead rows included, for each batch.
+// markHandedOffSQL marks transactions ($1) whose every event the relay
+// enqueued: one event_handoffs row per transaction, however many events
+// it recorded, in xid order (concurrent relays never deadlock).
 const markHandedOffSQL = `
 INSERT INTO event_handoffs (record_xid)
-SELECT record_xid FROM (` + handOffXIDsSQL + `) m
+SELECT DISTINCT x::text::xid8 FROM unnest($1::bigint[]) AS k(x)
 ORDER BY 1
 ON CONFLICT (record_xid) DO NOTHING`
 
-// unmarkHandedOffSQL takes back the marks of the recording transactions
-// of events whose enqueue failed (handOffXIDsSQL): a transaction split
-// across two batches was marked by the first, and its events of the
-// failed one must not count as enqueued.
-const unmarkHandedOffSQL = `
-DELETE FROM event_handoffs WHERE record_xid IN (` + handOffXIDsSQL + `)`
-
-// MarkHandedOff records that the relay enqueued the tasks of refs, so
-// recovery tells a task Redis lost from one never written.
-func (s *Store) MarkHandedOff(ctx context.Context, refs []EventRef) error {
-	if err := s.execHandOffs(ctx, markHandedOffSQL, refs); err != nil {
+// MarkHandedOff records that the relay enqueued the tasks of every event
+// the transactions xids (Recorded.RecordXID) inserted, so recovery tells
+// a task of them Redis lost from one never written.
+func (s *Store) MarkHandedOff(ctx context.Context, xids []int64) error {
+	if len(xids) == 0 {
+		return nil
+	}
+	if _, err := s.pool.Exec(ctx, markHandedOffSQL, xids); err != nil {
 		return fmt.Errorf("error marking events handed off: %w", err)
 	}
 	return nil
-}
-
-// UnmarkHandedOff takes back what MarkHandedOff recorded for the
-// transactions of refs, whose enqueue failed.
-func (s *Store) UnmarkHandedOff(ctx context.Context, refs []EventRef) error {
-	if err := s.execHandOffs(ctx, unmarkHandedOffSQL, refs); err != nil {
-		return fmt.Errorf("error taking back hand-off marks: %w", err)
-	}
-	return nil
-}
-
-// execHandOffs runs a statement over handOffXIDsSQL, planned at every
-// run, for refs: their transactions where known, else their keys.
-func (s *Store) execHandOffs(ctx context.Context, sql string, refs []EventRef) error {
-	if len(refs) == 0 {
-		return nil
-	}
-	var (
-		xids         []int64
-		sources, ids []string
-	)
-	for _, r := range refs {
-		if r.RecordXID != 0 {
-			xids = append(xids, r.RecordXID)
-			continue
-		}
-		sources, ids = append(sources, r.Source), append(ids, r.ExternalID)
-	}
-	_, err := s.pool.Exec(ctx, sql, plannedEachRun, xids, sources, ids)
-	return err
 }

@@ -172,48 +172,39 @@ func TestClaimsAndSettlesAtOnce(t *testing.T) {
 	}
 }
 
-// TestHandOffMarkIsPerTransaction: the relay's mark is one row per
-// recording transaction, which every event of it shows; a failed
-// enqueue takes it back; events already settled are skipped.
+// TestHandOffMarkIsPerTransaction: the record statement reports its
+// transaction and how many events it inserted; the relay's mark is one
+// row per transaction, which every event of it shows.
 func TestHandOffMarkIsPerTransaction(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := testCtx(t)
-	record := func(ids ...string) []dedupe.EventRef {
+	record := func(ids ...string) int64 {
 		events := make([]dedupe.Event, len(ids))
-		refs := make([]dedupe.EventRef, len(ids))
 		for i, id := range ids {
 			events[i] = dedupe.Event{Source: "src", ExternalID: id, Payload: []byte(`{}`), Plan: []string{"dst"}}
-			refs[i] = dedupe.EventRef{Source: "src", ExternalID: id}
 		}
 		recorded, err := dedupe.RecordBatch(ctx, b.schema.Pool, events)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i, r := range recorded {
-			if r.RecordXID == 0 || r.RecordXID != recorded[0].RecordXID {
-				t.Fatalf("%s recorded by transaction %d, %s by %d: want one, not 0", ids[i], r.RecordXID, ids[0], recorded[0].RecordXID)
+			if r.RecordXID == 0 || r.RecordXID != recorded[0].RecordXID || r.RecordedWith != len(ids) {
+				t.Fatalf("%s: transaction %d with %d events; want %s's (%d), not 0, with %d",
+					ids[i], r.RecordXID, r.RecordedWith, ids[0], recorded[0].RecordXID, len(ids))
 			}
-			refs[i].RecordXID = r.RecordXID
 		}
-		return refs
+		return recorded[0].RecordXID
 	}
 	first := record("a1", "a2", "a3")
 	second := record("b1", "b2")
-	if first[0].RecordXID == second[0].RecordXID {
-		t.Fatalf("two statements recorded by one transaction %d", first[0].RecordXID)
+	if first == second {
+		t.Fatalf("two statements recorded by one transaction %d", first)
 	}
-	// A repeat of a pending event names the transaction of its first
-	// delivery.
+	// A repeat inserts nothing: it names no transaction.
 	repeat, err := dedupe.RecordBatch(ctx, b.schema.Pool, []dedupe.Event{{Source: "src", ExternalID: "a2", Payload: []byte(`{}`)}})
-	if err != nil || !repeat[0].Pending || repeat[0].RecordXID != first[0].RecordXID {
-		t.Fatalf("repeat of a2: %+v (%v), want pending, transaction %d", repeat, err, first[0].RecordXID)
-	}
-	// The relay knows the transactions of what it was notified of; the
-	// events of the second are given by key alone, as a caller that does
-	// not know them does.
-	for i := range second {
-		second[i].RecordXID = 0
+	if err != nil || !repeat[0].Pending || repeat[0].RecordXID != 0 || repeat[0].RecordedWith != 0 {
+		t.Fatalf("repeat of a2: %+v (%v), want pending, no transaction", repeat, err)
 	}
 	handedOff := func() map[string]bool {
 		entries, _, err := b.store.OutboxPage(ctx, dedupe.OutboxCursor{}, 0, 100)
@@ -240,31 +231,14 @@ func TestHandOffMarkIsPerTransaction(t *testing.T) {
 		}
 	}
 	check("recorded", 0, map[string]bool{"a1": false, "a2": false, "a3": false, "b1": false, "b2": false})
-
-	// The first batch of the relay held a1 of the first transaction: the
-	// transaction is marked, and with it a2 and a3.
-	if err := b.store.MarkHandedOff(ctx, first[:1]); err != nil {
+	if err := b.store.MarkHandedOff(ctx, []int64{first}); err != nil {
 		t.Fatal(err)
 	}
-	check("a1 marked", 1, map[string]bool{"a1": true, "a2": true, "a3": true, "b1": false, "b2": false})
-	// The next batch held the rest: marked again, still one row each.
-	if err := b.store.MarkHandedOff(ctx, append(first[1:], second...)); err != nil {
+	check("first marked", 1, map[string]bool{"a1": true, "a2": true, "a3": true, "b1": false, "b2": false})
+	if err := b.store.MarkHandedOff(ctx, []int64{first, second, second}); err != nil {
 		t.Fatal(err)
 	}
-	check("all marked", 2, map[string]bool{"a1": true, "a2": true, "a3": true, "b1": true, "b2": true})
-	// An enqueue of b2 failed: its transaction's mark is taken back.
-	if err := b.store.UnmarkHandedOff(ctx, second[1:]); err != nil {
-		t.Fatal(err)
-	}
-	check("b2 failed", 1, map[string]bool{"a1": true, "a2": true, "a3": true, "b1": false, "b2": false})
-	// Settled events have no outbox row: nothing to mark.
-	if err := b.store.SettleEvents(ctx, second); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.store.MarkHandedOff(ctx, second); err != nil {
-		t.Fatal(err)
-	}
-	check("b settled", 1, map[string]bool{"a1": true, "a2": true, "a3": true})
+	check("both marked", 2, map[string]bool{"a1": true, "a2": true, "a3": true, "b1": true, "b2": true})
 	if got := b.schema.Int(t, `SELECT count(*) FROM event_outbox WHERE xmin::text::bigint <> (record_xid::text::bigint % 4294967296)`); got != 0 {
 		t.Errorf("%d outbox rows were written after their record: a mark rewrote them", got)
 	}
@@ -276,11 +250,14 @@ func TestRetentionKeepsMarksOfQueuedEvents(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := testCtx(t)
-	b.recordEvent(t, "queued")
-	ref := []dedupe.EventRef{{Source: "src", ExternalID: "queued"}}
-	if err := b.store.MarkHandedOff(ctx, ref); err != nil {
+	recorded, err := dedupe.RecordBatch(ctx, b.schema.Pool, []dedupe.Event{{Source: "src", ExternalID: "queued", Payload: []byte(`{}`)}})
+	if err != nil {
 		t.Fatal(err)
 	}
+	if err := b.store.MarkHandedOff(ctx, []int64{recorded[0].RecordXID}); err != nil {
+		t.Fatal(err)
+	}
+	ref := []dedupe.EventRef{{Source: "src", ExternalID: "queued"}}
 	// The event has waited five hours in the outbox (its destination
 	// paused), marked three hours ago; an orphan mark is older than it.
 	b.exec(t, `UPDATE event_outbox SET received_at = now() - interval '5 hours'`)

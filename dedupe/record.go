@@ -55,10 +55,12 @@ type Recorded struct {
 	// Pending is true while the event's hand-off to the queue has not been
 	// confirmed.
 	Pending bool
-	// RecordXID is the id of the transaction that recorded the event
-	// (xid8), which the relay's hand-off mark names (EventRef.RecordXID),
-	// while the event is pending; 0 when it is not, or not known.
-	RecordXID int64
+	// RecordXID is the id (xid8) of the transaction that inserted the
+	// event and RecordedWith how many events it inserted, both set only
+	// when Inserted: the relay marks the transaction handed off once it
+	// has enqueued all of them (EventRef).
+	RecordXID    int64
+	RecordedWith int
 	// State is the event's state (see webhookd_event_state in the
 	// migrations): "received" for a first delivery and for copies that
 	// arrived with it.
@@ -144,8 +146,7 @@ input AS (
 // its hand-off is pending (a new event's is; a repeat's while its outbox
 // row is there), the event's state (a new event has no runs to look up),
 // whether the event was visible to the statement (see recordCTEsSQL),
-// and the transaction that put a pending event in the outbox (this one
-// for a new event).
+// and, for a new event, the statement's transaction.
 var recordSQL = `
 WITH ` + eventsInputSQL + `, ` + recordCTEsSQL("input") + recordReportSQL("")
 
@@ -190,10 +191,7 @@ func recordCTEsSQL(from string) string {
     FROM repeated p LEFT JOIN known k ON k.source = p.source AND k.external_id = p.external_id
 ), queued AS (` + outboxInsertSQL + `
 ), checked AS (
-    SELECT r.*, CASE WHEN r.inserted THEN true ELSE ` + outboxHasSQL("r.source", "r.external_id") + ` END AS pending,
-           CASE WHEN r.inserted THEN pg_current_xact_id()
-                ELSE (SELECT o.record_xid FROM event_outbox o
-                      WHERE o.source = r.source AND o.external_id = r.external_id) END AS record_xid
+    SELECT r.*, CASE WHEN r.inserted THEN true ELSE ` + outboxHasSQL("r.source", "r.external_id") + ` END AS pending
     FROM recorded r
 )`
 }
@@ -209,7 +207,7 @@ SELECT r.source, r.external_id, r.deliveries, r.inserted, r.pending,
        -- looks nothing up for a new event.
        CASE WHEN NOT r.inserted THEN ` + repeatStateSQL("r") + `
             WHEN i.pl IS NULL THEN 'received' WHEN i.pl = '' THEN 'done' ELSE 'queued' END,
-       r.visible, COALESCE(r.record_xid::text::bigint, 0)` + extra + `
+       r.visible, CASE WHEN r.inserted THEN pg_current_xact_id()::text::bigint ELSE 0 END` + extra + `
 FROM checked r JOIN input i ON i.s = r.source AND i.x = r.external_id`
 }
 
@@ -304,6 +302,17 @@ func RecordBatch(ctx context.Context, db DB, events []Event) ([]Recorded, error)
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("error recording events: %w", err)
 	}
+	inserted := 0
+	for _, rec := range perKey {
+		if rec.Inserted {
+			inserted++
+		}
+	}
+	for u := range perKey {
+		if perKey[u].Inserted {
+			perKey[u].RecordedWith = inserted
+		}
+	}
 	if seen != len(perKey) {
 		return nil, fmt.Errorf("error recording events: %d rows returned for %d events", seen, len(perKey))
 	}
@@ -330,6 +339,9 @@ func RecordBatch(ctx context.Context, db DB, events []Event) ([]Recorded, error)
 		r := rec
 		r.Deliveries = first + j
 		r.Inserted = rec.Inserted && j == 0
+		if !r.Inserted {
+			r.RecordXID, r.RecordedWith = 0, 0
+		}
 		results[i] = r
 	}
 	return results, nil

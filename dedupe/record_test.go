@@ -339,12 +339,10 @@ func TestRepeatOfAnEventCommittedMeanwhile(t *testing.T) {
 		{Deliveries: 4, Pending: true, State: "received"},
 	}
 	for i, w := range want {
-		// Only the insert knows its transaction; a repeat the statement
-		// could not see leaves the hand-off mark to look it up.
 		if got.recs[i].Inserted != (got.recs[i].RecordXID != 0) {
-			t.Errorf("answer %d: inserted %v, recorded by transaction %d", i, got.recs[i].Inserted, got.recs[i].RecordXID)
+			t.Errorf("answer %d: inserted %v, by transaction %d", i, got.recs[i].Inserted, got.recs[i].RecordXID)
 		}
-		got.recs[i].RecordXID = 0
+		got.recs[i].RecordXID, got.recs[i].RecordedWith = 0, 0
 		if got.recs[i] != w {
 			t.Errorf("answer %d: %+v, want %+v", i, got.recs[i], w)
 		}

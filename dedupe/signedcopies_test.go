@@ -44,10 +44,10 @@ func TestRecordSignedCopiesInOneBatch(t *testing.T) {
 		{Inserted: true, Deliveries: 1, Pending: true, State: "received"},
 	}
 	for i := range want {
-		if (got[i].RecordXID != 0) != got[i].Pending {
-			t.Errorf("event %d: pending %v, recorded by transaction %d", i, got[i].Pending, got[i].RecordXID)
+		if (got[i].RecordXID != 0) != got[i].Inserted {
+			t.Errorf("event %d: inserted %v, by transaction %d", i, got[i].Inserted, got[i].RecordXID)
 		}
-		got[i].RecordXID = 0
+		got[i].RecordXID, got[i].RecordedWith = 0, 0
 		if got[i] != want[i] {
 			t.Errorf("event %d: %+v, want %+v", i, got[i], want[i])
 		}

@@ -200,7 +200,8 @@ func (s *Server) receive(c echo.Context, name string, log *slog.Logger) received
 	if rec.Pending && s.handoff != nil {
 		// Also for a repeat: a hand-off cut short by a crash or a
 		// cancelled request is retried now instead of at the next scan.
-		s.handoff.Notify(ctx, dedupe.EventRef{Source: name, ExternalID: id, EventType: ev.EventType, Plan: ev.Plan, RecordXID: rec.RecordXID})
+		s.handoff.Notify(ctx, dedupe.EventRef{Source: name, ExternalID: id, EventType: ev.EventType, Plan: ev.Plan,
+			RecordXID: rec.RecordXID, RecordedWith: rec.RecordedWith})
 	}
 	if rec.CopyOf != "" {
 		// A copy of a recorded delivery under another id (the id is not

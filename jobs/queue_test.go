@@ -391,62 +391,60 @@ func startFastPath(t *testing.T, linger time.Duration) *fastPath {
 	return &fastPath{relay: relay, calls: calls, redis: r, stop: stop}
 }
 
-// handOffMarks records what the relay marks and takes back.
+// handOffMarks records the transactions the relay marks.
 type handOffMarks struct {
-	mu               sync.Mutex
-	marked, unmarked []string
+	mu     sync.Mutex
+	marked []int64
 }
 
-func (m *handOffMarks) MarkHandedOff(_ context.Context, refs []dedupe.EventRef) error {
+func (m *handOffMarks) MarkHandedOff(_ context.Context, xids []int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, r := range refs {
-		m.marked = append(m.marked, r.ExternalID)
-	}
+	m.marked = append(m.marked, xids...)
 	return nil
 }
 
-func (m *handOffMarks) UnmarkHandedOff(_ context.Context, refs []dedupe.EventRef) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, r := range refs {
-		m.unmarked = append(m.unmarked, r.ExternalID)
-	}
-	return nil
-}
-
-// TestRelayMarksOnlyWhatItEnqueued: a batch Redis took is marked handed
-// off; one it refused takes back the marks of its events' transactions
-// (an earlier batch may have marked one of them).
-func TestRelayMarksOnlyWhatItEnqueued(t *testing.T) {
+// TestRelayMarksTransactionsEnqueuedWhole: the relay marks a recording
+// transaction once it has enqueued every event of it, also across
+// batches; never one of a batch Redis refused, nor one it saw only part
+// of.
+func TestRelayMarksTransactionsEnqueuedWhole(t *testing.T) {
 	t.Parallel()
 	routes := jobs.Routes{"src": {"dst": buildDestination(t, jobs.DestinationSpec{Name: "dst"})}}
 	r := redistest.New(t)
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
+	ref := func(id string, xid int64, with int) dedupe.EventRef {
+		return dedupe.EventRef{Source: "src", ExternalID: id, RecordXID: xid, RecordedWith: with}
+	}
 	for _, tc := range []struct {
-		name                   string
-		client                 *redis.Client
-		wantMarked, wantUnmark string
+		name      string
+		client    *redis.Client
+		batchSize int
+		refs      []dedupe.EventRef
+		want      string
 	}{
-		{"enqueued", r.Client, "[evt_1]", "[]"},
-		{"refused", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second}), "[]", "[evt_1]"},
+		// 7: three events, one batch; 8: two copies of its one event;
+		// 9: two of three events (a request cancelled before notifying).
+		{"one batch", r.Client, 0, []dedupe.EventRef{ref("a1", 7, 3), ref("a2", 7, 3), ref("b1", 8, 1), ref("b1", 8, 1), ref("a3", 7, 3), ref("c1", 9, 3), ref("c2", 9, 3)}, "[8 7]"},
+		// A batch per event: 7 is marked with its last.
+		{"batches of one", r.Client, 1, []dedupe.EventRef{ref("a1", 7, 2), ref("x", 0, 0), ref("a2", 7, 2)}, "[7]"},
+		{"part of one", r.Client, 1, []dedupe.EventRef{ref("a1", 7, 2), ref("x", 0, 0)}, "[]"},
+		{"refused", down, 0, []dedupe.EventRef{ref("a1", 7, 1)}, "[]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			marks := &handOffMarks{}
-			relay := jobs.NewRelay(jobs.NewEnqueuer(tc.client, r.Queue, routes), marks, jobs.RelayConfig{Linger: time.Hour, Logger: testLogger(t)})
+			relay := jobs.NewRelay(jobs.NewEnqueuer(tc.client, r.Queue, routes), marks,
+				jobs.RelayConfig{Linger: time.Hour, BatchSize: tc.batchSize, Logger: testLogger(t)})
+			for _, ref := range tc.refs {
+				relay.Notify(context.Background(), ref)
+			}
 			ctx, cancel := context.WithCancel(testCtx(t))
-			done := make(chan struct{})
-			go func() { defer close(done); relay.Run(ctx) }()
-			relay.Notify(context.Background(), dedupe.EventRef{Source: "src", ExternalID: "evt_1"})
-			time.Sleep(100 * time.Millisecond) // the batch lingers until the stop
-			cancel()
-			<-done
+			cancel() // Run hands off what was notified, then returns
+			relay.Run(ctx)
 			marks.mu.Lock()
 			defer marks.mu.Unlock()
-			if got := fmt.Sprint(marks.marked); got != tc.wantMarked {
-				t.Errorf("marked %s, want %s", got, tc.wantMarked)
-			}
-			if got := fmt.Sprint(marks.unmarked); got != tc.wantUnmark {
-				t.Errorf("took back %s, want %s", got, tc.wantUnmark)
+			if got := fmt.Sprint(marks.marked); got != tc.want {
+				t.Errorf("marked %s, want %s", got, tc.want)
 			}
 		})
 	}

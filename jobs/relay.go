@@ -59,7 +59,27 @@ type Relay struct {
 	cfg      RelayConfig
 	fast     chan notified
 	tracer   trace.Tracer // nil when tracing is off
+	// unmarked holds the recording transactions some of whose events
+	// this relay enqueued, until it has enqueued all of them; only Run's
+	// goroutine touches it.
+	unmarked map[int64]*transactionHandOff
 }
+
+// relayedEvent names an event the relay was notified of.
+type relayedEvent struct{ source, id string }
+
+// transactionHandOff is what the relay enqueued of one recording
+// transaction's events.
+type transactionHandOff struct {
+	want     int
+	enqueued map[relayedEvent]bool
+	since    time.Time
+}
+
+// unmarkedFor is how long the relay waits for the rest of a
+// transaction's events: one whose notification was dropped (a full fast
+// path, a cancelled request) never comes, and recovery hands it off.
+const unmarkedFor = time.Minute
 
 // notified is an event on the fast path, with the span context of the
 // request that recorded it (invalid when tracing is off) and when.
@@ -69,12 +89,10 @@ type notified struct {
 	at   time.Time
 }
 
-// handOffMarker records in Postgres the events the relay enqueued, and
-// takes the record back for those it failed to; *dedupe.Store satisfies
-// it.
+// handOffMarker records in Postgres the recording transactions whose
+// every event the relay enqueued; *dedupe.Store satisfies it.
 type handOffMarker interface {
-	MarkHandedOff(ctx context.Context, refs []dedupe.EventRef) error
-	UnmarkHandedOff(ctx context.Context, refs []dedupe.EventRef) error
+	MarkHandedOff(ctx context.Context, xids []int64) error
 }
 
 // NewRelay returns a Relay that marks the events it enqueues with marker
@@ -88,6 +106,7 @@ func NewRelay(enqueuer *Enqueuer, marker handOffMarker, cfg RelayConfig) *Relay 
 		cfg:      cfg,
 		fast:     make(chan notified, cfg.BatchSize*16),
 		tracer:   tracing.Tracer(cfg.TracerProvider),
+		unmarked: make(map[int64]*transactionHandOff),
 	}
 }
 
@@ -150,13 +169,12 @@ func (r *Relay) drainFast(batch []notified) {
 // BatchSize, each event once: the copies of one event that arrive
 // together (a sender's burst of retries) are handed off once.
 func (r *Relay) collect(ctx context.Context, batch []notified, linger time.Duration) []notified {
-	type event struct{ source, id string }
-	seen := make(map[event]bool, len(batch))
+	seen := make(map[relayedEvent]bool, len(batch))
 	for _, n := range batch {
-		seen[event{n.ref.Source, n.ref.ExternalID}] = true
+		seen[relayedEvent{n.ref.Source, n.ref.ExternalID}] = true
 	}
 	add := func(n notified) {
-		if k := (event{n.ref.Source, n.ref.ExternalID}); !seen[k] {
+		if k := (relayedEvent{n.ref.Source, n.ref.ExternalID}); !seen[k] {
 			seen[k] = true
 			batch = append(batch, n)
 		}
@@ -207,19 +225,48 @@ func (r *Relay) handOff(ctx context.Context, batch []notified) {
 		r.cfg.Metrics.enqueueFailed()
 		r.cfg.Logger.WarnContext(ctx, "hand-off to the queue failed; the reconciler writes the tasks once Redis answers",
 			slog.Int("events", len(batch)), slog.String("error", err.Error()))
-		if r.marker != nil {
-			// A transaction with events in an earlier batch may be marked.
-			if err := r.marker.UnmarkHandedOff(ctx, refs); err != nil {
-				r.cfg.Logger.DebugContext(ctx, "could not take back hand-off marks", slog.Int("events", len(batch)), slog.String("error", err.Error()))
-			}
+		for _, ref := range refs {
+			// Its transaction is never marked: recovery hands the event off.
+			delete(r.unmarked, ref.RecordXID)
 		}
 		return
 	}
 	if r.marker == nil {
 		return
 	}
-	if err := r.marker.MarkHandedOff(ctx, refs); err != nil {
+	if err := r.marker.MarkHandedOff(ctx, r.completed(refs)); err != nil {
 		// Only the loss signal's precision depends on it.
 		r.cfg.Logger.DebugContext(ctx, "could not mark events handed off", slog.Int("events", len(batch)), slog.String("error", err.Error()))
 	}
+}
+
+// completed counts refs, just enqueued, against their transactions and
+// returns those now enqueued whole. A transaction is marked only then: a
+// process stopped between two batches of one transaction leaves it
+// unmarked, and recovery counts its tasks as routine hand-offs, never
+// as tasks Redis lost.
+func (r *Relay) completed(refs []dedupe.EventRef) []int64 {
+	now := time.Now()
+	var done []int64
+	for _, ref := range refs {
+		if ref.RecordXID == 0 || ref.RecordedWith <= 0 {
+			continue
+		}
+		t := r.unmarked[ref.RecordXID]
+		if t == nil {
+			t = &transactionHandOff{want: ref.RecordedWith, enqueued: make(map[relayedEvent]bool, ref.RecordedWith), since: now}
+			r.unmarked[ref.RecordXID] = t
+		}
+		t.enqueued[relayedEvent{ref.Source, ref.ExternalID}] = true
+		if len(t.enqueued) >= t.want {
+			done = append(done, ref.RecordXID)
+			delete(r.unmarked, ref.RecordXID)
+		}
+	}
+	for xid, t := range r.unmarked {
+		if now.Sub(t.since) > unmarkedFor {
+			delete(r.unmarked, xid)
+		}
+	}
+	return done
 }

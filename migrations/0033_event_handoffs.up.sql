@@ -6,10 +6,11 @@ SET statement_timeout = '5min';
 -- the relay enqueued, the ack path's second statement after the record;
 -- now the record statement's transaction id goes with each outbox row
 -- (record_xid, set by its default, no index) and the relay inserts one
--- row here per transaction whose events it enqueued: a batch of hundreds
--- of events is a few rows. A task recovery finds missing for an event
--- whose transaction is here was lost by Redis; for any other event it is
--- a routine hand-off (dedupe/outbox.go). Retention deletes a mark once no
+-- row here per transaction once it has enqueued every event the
+-- transaction recorded: a batch of hundreds of events is a few rows. A
+-- task recovery finds missing for an event whose transaction is here was
+-- lost by Redis; for any other event it is a routine hand-off
+-- (jobs/relay.go, dedupe/outbox.go). Retention deletes a mark once no
 -- outbox row can be of its transaction (older than the oldest row).
 CREATE TABLE event_handoffs (
     record_xid    xid8        PRIMARY KEY,
