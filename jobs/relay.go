@@ -95,9 +95,10 @@ type handOffMarker interface {
 	MarkHandedOff(ctx context.Context, xids []int64) error
 }
 
-// NewRelay returns a Relay that marks the events it enqueues with marker
-// (nil: none), so recovery counts a task it writes for an unmarked event
-// as a routine hand-off, not as one Redis lost; call Run to start it.
+// NewRelay returns a Relay that marks with marker (nil: none) each
+// recording transaction whose events it enqueued whole, so recovery
+// counts a task it writes for an event of an unmarked one as a routine
+// hand-off, not as one Redis lost; call Run to start it.
 func NewRelay(enqueuer *Enqueuer, marker handOffMarker, cfg RelayConfig) *Relay {
 	cfg = cfg.WithDefaults()
 	return &Relay{
