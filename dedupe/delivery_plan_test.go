@@ -51,9 +51,9 @@ var deliveryTables = []string{"events", "event_outbox", "job_runs", "delivery_at
 
 // TestDeliveryStatementsFindRowsByKey: the claim and the finish run for
 // every delivery (and in order modes the head or version statements), the
-// sweep on every recovery pass, and
-// retention in batches over the largest tables, so each must find
-// its rows by key however the planner sized the tables. A pool keeps the
+// sweep on every recovery pass, and retention in batches over the
+// largest tables, so each must find its rows by key however the planner
+// sized the tables. A pool keeps the
 // plan it made at a statement's first runs (a generic plan, once
 // Postgres prefers it), and with autovacuum off or behind nothing makes
 // it plan again: plans made right after a deployment, on empty tables,

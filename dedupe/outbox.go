@@ -205,7 +205,8 @@ func (s *Store) SettleEvents(ctx context.Context, refs []EventRef) error {
 	if len(refs) == 0 {
 		return nil
 	}
-	sources, ids := make([]string, len(refs)), make([]string, len(refs))
+	sources := make([]string, len(refs))
+	ids := make([]string, len(refs))
 	for i, r := range refs {
 		sources[i], ids[i] = r.Source, r.ExternalID
 	}

@@ -273,7 +273,8 @@ func RecordBatch(ctx context.Context, db DB, events []Event) ([]Recorded, error)
 	}
 	perKey := make([]Recorded, len(cols.sources))
 	seen := 0
-	var unseen []int // keys whose event the statement could not see
+	var unseen []int   // keys whose event the statement could not see
+	var inserted []int // keys the statement inserted
 	for rows.Next() {
 		var (
 			k   eventKey
@@ -297,21 +298,16 @@ func RecordBatch(ctx context.Context, db DB, events []Event) ([]Recorded, error)
 		if !visible {
 			unseen = append(unseen, u)
 		}
+		if rec.Inserted {
+			inserted = append(inserted, u)
+		}
 		seen++
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("error recording events: %w", err)
 	}
-	inserted := 0
-	for _, rec := range perKey {
-		if rec.Inserted {
-			inserted++
-		}
-	}
-	for u := range perKey {
-		if perKey[u].Inserted {
-			perKey[u].RecordedWith = inserted
-		}
+	for _, u := range inserted {
+		perKey[u].RecordedWith = len(inserted)
 	}
 	if seen != len(perKey) {
 		return nil, fmt.Errorf("error recording events: %d rows returned for %d events", seen, len(perKey))
