@@ -309,11 +309,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 			PerSourcePerMinute: cfg.Rejected.PerSourcePerMinute, Retention: cfg.Rejected.Retention, Logger: log, Registry: reg,
 		})
 		p.background.Go(func() { gwCfg.Rejected.Run(bg) })
-		// Two statements in flight: batches grow large (fewer commits)
-		// and one slow statement does not stall every request; a batch
-		// of fewer than 8 waits up to 1 ms for company, so moderate rates
-		// do not pay a statement per event (docs/performance.md).
-		p.batcher = dedupe.NewBatcher(p.pool, dedupe.BatcherConfig{MaxInFlight: 2, Linger: time.Millisecond})
+		// One record statement at a time while they are quick, so the
+		// next batch grows meanwhile (fewer, larger statements); a second
+		// beside one that has run 10 ms, so a slow statement does not
+		// stall every request. A batch of fewer than 8 waits up to 1 ms
+		// for company, so moderate rates do not pay a statement per
+		// event (docs/performance.md).
+		p.batcher = dedupe.NewBatcher(p.pool, dedupe.BatcherConfig{MaxInFlight: 2, OverlapAfter: 10 * time.Millisecond, Linger: time.Millisecond})
 		rec = withFaults(p.batcher, log)
 		relay := jobs.NewRelay(enqueuer, store, jobs.RelayConfig{Logger: log, Metrics: metrics, TracerProvider: cfg.TracerProvider})
 		handoff = relay

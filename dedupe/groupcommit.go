@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -28,6 +29,14 @@ type BatcherConfig struct {
 	Linger time.Duration
 	// LingerBelow is the batch size that no longer waits. Defaults to 8.
 	LingerBelow int
+	// OverlapAfter, with MaxInFlight above 1, holds a further statement
+	// back until the newest running one has run this long: while
+	// statements are quick one runs at a time and the next batch grows
+	// meanwhile (fewer, larger statements: less Postgres and process time
+	// per item); when one is slow (a lock wait, a slow disk) the others
+	// go out beside it instead of waiting for it. Defaults to 0: up to
+	// MaxInFlight statements whenever items wait.
+	OverlapAfter time.Duration
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -65,6 +74,10 @@ type groupCommit[Req, Res any] struct {
 	flush    func(ctx context.Context, reqs []Req) ([]Res, error)
 	requests chan *pendingItem[Req, Res]
 	slots    chan struct{}
+	// running counts the statements in flight; finished is signalled
+	// (without blocking) when one ends, for OverlapAfter's wait.
+	running  atomic.Int32
+	finished chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
 	closing  sync.Once
@@ -92,6 +105,7 @@ func newGroupCommit[Req, Res any](cfg BatcherConfig, flush func(context.Context,
 		flush:    flush,
 		requests: make(chan *pendingItem[Req, Res], cfg.MaxBatch*cfg.MaxInFlight),
 		slots:    make(chan struct{}, cfg.MaxInFlight),
+		finished: make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -146,12 +160,18 @@ func (g *groupCommit[Req, Res]) loop() {
 	defer wg.Wait()
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
+	var newest time.Time // when the newest statement went out
 	for {
 		// Take a statement slot first: while all slots are busy, items
 		// accumulate in the channel and form the next batch.
 		select {
 		case g.slots <- struct{}{}:
 		case <-g.stop:
+			g.drainClosed()
+			return
+		}
+		if !g.awaitOverlap(newest, linger) {
+			<-g.slots
 			g.drainClosed()
 			return
 		}
@@ -168,13 +188,48 @@ func (g *groupCommit[Req, Res]) loop() {
 		if len(batch) < g.cfg.LingerBelow && g.cfg.Linger > 0 {
 			batch = g.fill(g.waitForCompany(batch, linger))
 		}
+		newest = time.Now()
+		g.running.Add(1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-g.slots }()
+			defer func() {
+				g.running.Add(-1)
+				<-g.slots
+				select {
+				case g.finished <- struct{}{}:
+				default:
+				}
+			}()
 			g.run(batch)
 		}()
 	}
+}
+
+// awaitOverlap returns once no statement is running or the newest one,
+// which went out at newest, has run OverlapAfter (see BatcherConfig), on
+// timer (which is stopped); false if the batcher is closing meanwhile.
+func (g *groupCommit[Req, Res]) awaitOverlap(newest time.Time, timer *time.Timer) bool {
+	if g.cfg.OverlapAfter <= 0 {
+		return true
+	}
+	for g.running.Load() > 0 {
+		wait := time.Until(newest.Add(g.cfg.OverlapAfter))
+		if wait <= 0 {
+			return true
+		}
+		timer.Reset(wait)
+		select {
+		case <-g.finished:
+			timer.Stop()
+		case <-timer.C:
+			return true
+		case <-g.stop:
+			timer.Stop()
+			return false
+		}
+	}
+	return true
 }
 
 // waitForCompany adds items to batch as they arrive until it holds
