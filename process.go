@@ -311,11 +311,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Process, err e
 		p.background.Go(func() { gwCfg.Rejected.Run(bg) })
 		// One record statement at a time while they are quick, so the
 		// next batch grows meanwhile (fewer, larger statements); a second
-		// beside one that has run 2 ms, so a slow statement (a lock wait,
-		// a slow disk, a slower machine) does not stall every request. A
-		// batch of fewer than 8 waits up to 1 ms for company, so moderate
-		// rates do not pay a statement per event (docs/performance.md).
-		p.batcher = dedupe.NewBatcher(p.pool, dedupe.BatcherConfig{MaxInFlight: 2, OverlapAfter: 2 * time.Millisecond, Linger: time.Millisecond})
+		// beside one that has run 10 ms, so a slow statement (a lock
+		// wait, a slow disk) does not stall every request. A second
+		// sooner (2 ms) gave the acks a little more and the deliveries
+		// beside them less. A batch of fewer than 8 waits up to 1 ms for
+		// company, so moderate rates do not pay a statement per event
+		// (docs/performance.md).
+		p.batcher = dedupe.NewBatcher(p.pool, dedupe.BatcherConfig{MaxInFlight: 2, OverlapAfter: 10 * time.Millisecond, Linger: time.Millisecond})
 		rec = withFaults(p.batcher, log)
 		relay := jobs.NewRelay(enqueuer, store, jobs.RelayConfig{Logger: log, Metrics: metrics, TracerProvider: cfg.TracerProvider})
 		handoff = relay
