@@ -51,26 +51,25 @@ func echoFlush(c *concurrency, d time.Duration) func(context.Context, []int) ([]
 // run at once under the same load.
 func TestGroupCommitOverlapsOnlySlowStatements(t *testing.T) {
 	t.Parallel()
-	t.Run("quick statements one at a time", func(t *testing.T) {
-		t.Parallel()
-		var c concurrency
-		g := newGroupCommit(BatcherConfig{MaxBatch: 4, MaxInFlight: 2, OverlapAfter: time.Hour}, echoFlush(&c, 2*time.Millisecond))
-		defer g.close()
-		submitAll(t, g, 200)
-		if m := c.max.Load(); m != 1 {
-			t.Errorf("%d statements ran at once, want 1", m)
-		}
-	})
-	t.Run("without OverlapAfter two at a time", func(t *testing.T) {
-		t.Parallel()
-		var c concurrency
-		g := newGroupCommit(BatcherConfig{MaxBatch: 4, MaxInFlight: 2}, echoFlush(&c, 2*time.Millisecond))
-		defer g.close()
-		submitAll(t, g, 200)
-		if m := c.max.Load(); m != 2 {
-			t.Errorf("%d statements ran at once, want 2", m)
-		}
-	})
+	for _, tc := range []struct {
+		name         string
+		overlapAfter time.Duration
+		want         int32
+	}{
+		{"quick statements one at a time", time.Hour, 1},
+		{"without OverlapAfter two at a time", 0, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var c concurrency
+			g := newGroupCommit(BatcherConfig{MaxBatch: 4, MaxInFlight: 2, OverlapAfter: tc.overlapAfter}, echoFlush(&c, 2*time.Millisecond))
+			defer g.close()
+			submitAll(t, g, 200)
+			if m := c.max.Load(); m != tc.want {
+				t.Errorf("%d statements ran at once, want %d", m, tc.want)
+			}
+		})
+	}
 	t.Run("a slow statement gets company after OverlapAfter", func(t *testing.T) {
 		t.Parallel()
 		const overlapAfter = 300 * time.Millisecond
