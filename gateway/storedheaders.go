@@ -131,7 +131,7 @@ func encodeStoredHeaders(headers []storedHeader, size int) ([]byte, error) {
 			b = append(b, ',')
 		}
 		if b, err = jsontext.AppendQuote(b, hd.name); err != nil {
-			return nil, fmt.Errorf("error encoding header %q: %w", hd.name, err)
+			return nil, fmt.Errorf("error encoding header %s: %w", hd.name, err)
 		}
 		b = append(b, ':', '[')
 		for j, v := range hd.values {
