@@ -53,15 +53,14 @@ var deliveryTables = []string{"events", "event_outbox", "job_runs", "delivery_at
 // every delivery (and in order modes the head or version statements), the
 // sweep on every recovery pass, and retention in batches over the
 // largest tables, so each must find its rows by key however the planner
-// sized the tables. A pool keeps the
-// plan it made at a statement's first runs (a generic plan, once
-// Postgres prefers it), and with autovacuum off or behind nothing makes
-// it plan again: plans made right after a deployment, on empty tables,
-// joined the batch with job_runs and delivery_attempts by hashing the
-// whole table, on every batch, while the tables grew (delivery cost
-// rose with the table's size). Checked on generic plans made on empty
-// tables, and on plans made after statistics taken at 10 rows with
-// 30,000 there now.
+// sized the tables. A pool keeps the plan it made at a statement's
+// first runs (a generic plan, once Postgres prefers it), and with
+// autovacuum off or behind nothing makes it plan again: plans made right
+// after a deployment, on empty tables, joined the batch with job_runs
+// and delivery_attempts by hashing the whole table, on every batch,
+// while the tables grew (delivery cost rose with the table's size).
+// Checked on generic plans made on empty tables, and on plans made after
+// statistics taken at 10 rows with 30,000 there now.
 func TestDeliveryStatementsFindRowsByKey(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -74,10 +73,6 @@ type groupCommit[Req, Res any] struct {
 	flush    func(ctx context.Context, reqs []Req) ([]Res, error)
 	requests chan *pendingItem[Req, Res]
 	slots    chan struct{}
-	// running counts the statements in flight; finished is signalled
-	// (without blocking) when one ends, for OverlapAfter's wait.
-	running  atomic.Int32
-	finished chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
 	closing  sync.Once
@@ -105,7 +100,6 @@ func newGroupCommit[Req, Res any](cfg BatcherConfig, flush func(context.Context,
 		flush:    flush,
 		requests: make(chan *pendingItem[Req, Res], cfg.MaxBatch*cfg.MaxInFlight),
 		slots:    make(chan struct{}, cfg.MaxInFlight),
-		finished: make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -160,7 +154,7 @@ func (g *groupCommit[Req, Res]) loop() {
 	defer wg.Wait()
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
-	var newest time.Time // when the newest statement went out
+	var newest statement // the newest statement sent
 	for {
 		// Take a statement slot first: while all slots are busy, items
 		// accumulate in the channel and form the next batch.
@@ -188,48 +182,47 @@ func (g *groupCommit[Req, Res]) loop() {
 		if len(batch) < g.cfg.LingerBelow && g.cfg.Linger > 0 {
 			batch = g.fill(g.waitForCompany(batch, linger))
 		}
-		newest = time.Now()
-		g.running.Add(1)
+		newest = statement{sent: time.Now(), done: make(chan struct{})}
 		wg.Add(1)
-		go func() {
+		go func(done chan struct{}) {
 			defer wg.Done()
-			defer func() {
-				g.running.Add(-1)
-				<-g.slots
-				select {
-				case g.finished <- struct{}{}:
-				default:
-				}
-			}()
+			defer func() { <-g.slots }()
+			defer close(done)
 			g.run(batch)
-		}()
+		}(newest.done)
 	}
 }
 
-// awaitOverlap returns once no statement is running or the newest one,
-// which went out at newest, has run OverlapAfter (see BatcherConfig), on
-// timer (which is stopped); false if the batcher is closing meanwhile.
-func (g *groupCommit[Req, Res]) awaitOverlap(newest time.Time, timer *time.Timer) bool {
-	if g.cfg.OverlapAfter <= 0 {
+// statement is a batch's statement as awaitOverlap sees it: when it was
+// sent, and done closed when it has ended.
+type statement struct {
+	sent time.Time
+	done chan struct{}
+}
+
+// awaitOverlap returns once the newest statement has ended or has run
+// OverlapAfter (see BatcherConfig), on timer (which is stopped); false
+// if the batcher is closing meanwhile. Only the newest is waited for:
+// an earlier one still running had run OverlapAfter (or more) when the
+// newest went out.
+func (g *groupCommit[Req, Res]) awaitOverlap(newest statement, timer *time.Timer) bool {
+	if g.cfg.OverlapAfter <= 0 || newest.done == nil {
 		return true
 	}
-	for g.running.Load() > 0 {
-		wait := time.Until(newest.Add(g.cfg.OverlapAfter))
-		if wait <= 0 {
-			return true
-		}
-		timer.Reset(wait)
-		select {
-		case <-g.finished:
-			timer.Stop()
-		case <-timer.C:
-			return true
-		case <-g.stop:
-			timer.Stop()
-			return false
-		}
+	wait := time.Until(newest.sent.Add(g.cfg.OverlapAfter))
+	if wait <= 0 {
+		return true
 	}
-	return true
+	timer.Reset(wait)
+	defer timer.Stop()
+	select {
+	case <-newest.done:
+		return true
+	case <-timer.C:
+		return true
+	case <-g.stop:
+		return false
+	}
 }
 
 // waitForCompany adds items to batch as they arrive until it holds
